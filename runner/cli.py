@@ -1,0 +1,48 @@
+"""The ``hofcat`` command: subcommands only; each lives in its own module under ``runner/commands``.
+
+A command module defines ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``main(args) -> int``, and keeps
+heavy imports inside ``main`` so that ``hofcat --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from runner import __version__
+
+COMMAND_MODULES = (
+    "runner.commands.info",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with one subparser per command module."""
+    parser = argparse.ArgumentParser(
+        prog="hofcat",
+        description="Measure the cultural values that language models express with Hofstede's VSM 2013.",
+    )
+    parser.add_argument("--version", action="version", version=f"hofcat {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module_name in COMMAND_MODULES:
+        module = importlib.import_module(module_name)
+        sub = subparsers.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        module.add_arguments(sub)
+        sub.set_defaults(_main=module.main)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``hofcat`` console script; returns the process exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args._main(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per ``hofcat`` subcommand (see ``runner/cli.py`` for the contract)."""

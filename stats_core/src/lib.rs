@@ -1,0 +1,16 @@
+//! PyO3 shims for hofcat's statistics kernels.
+//!
+//! Each algorithm lives in its own module as a plain Rust function over slices/arrays, testable with
+//! `cargo test` without Python; the `#[pyfunction]`s here only convert arguments and release the GIL.
+use pyo3::prelude::*;
+
+pub mod kendall;
+
+/// The private compiled module `stats_core._native`; only `stats_core/_backend.py` imports it.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("build_profile", if cfg!(debug_assertions) { "debug" } else { "release" })?;
+    kendall::register(m)?;
+    Ok(())
+}
