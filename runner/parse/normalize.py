@@ -36,9 +36,16 @@ _NON_WORD = re.compile(r"[\W_]+")
 
 def normalize(text: str) -> str:
     """``text`` with digits made ASCII, Arabic folded and letters lower-cased (see module docstring)."""
+    if text.isascii():  # most replies: nothing to map, and translate() walks every character
+        return text.lower()
     return text.translate(_TABLE).lower()
 
 
 def bare(text: str) -> str:
     """``normalize(text)`` without punctuation, markup or spaces: the key for whole-reply label matches."""
-    return _NON_WORD.sub("", normalize(text))
+    return squash(normalize(text))
+
+
+def squash(normalized: str) -> str:
+    """Already normalised text without punctuation, markup or spaces."""
+    return _NON_WORD.sub("", normalized)
