@@ -16,6 +16,8 @@ from runner import __version__
 COMMAND_MODULES = (
     "runner.commands.info",
     "runner.commands.score",
+    "runner.commands.analyze",
+    "runner.commands.report",
 )
 
 
