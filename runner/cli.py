@@ -16,6 +16,7 @@ from runner import __version__
 COMMAND_MODULES = (
     "runner.commands.info",
     "runner.commands.score",
+    "runner.commands.parse_text",
 )
 
 
