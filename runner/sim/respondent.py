@@ -25,18 +25,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from runner.dimensions import DIMENSIONS
+from runner.scoring import FORMULAS
 from runner.sim.errors import SimConfigError
 
-# The official VSM 2013 index formulas (METHODOLOGY.md): dimension → ((question, coefficient), …).
-INDEX_TERMS: dict[str, tuple[tuple[int, int], ...]] = {
-    "pdi": ((7, 35), (2, -35), (20, 25), (23, -25)),
-    "idv": ((4, 35), (1, -35), (9, 35), (6, -35)),
-    "mas": ((5, 35), (3, -35), (8, 35), (10, -35)),
-    "uai": ((18, 40), (15, -40), (21, 25), (24, -25)),
-    "lto": ((13, 40), (14, -40), (19, 25), (22, -25)),
-    "ivr": ((12, 35), (11, -35), (17, 40), (16, -40)),
+# dimension → ((question, signed coefficient), …) from the official formulas: the + and − question of the
+# first pair, then of the second pair.
+INDEX_TERMS: dict[str, tuple[tuple[int, float], ...]] = {
+    dim: tuple(term for weight, plus, minus in FORMULAS[dim] for term in ((plus, weight), (minus, -weight)))
+    for dim in DIMENSIONS
 }
-DIMENSIONS: tuple[str, ...] = tuple(INDEX_TERMS)
 CENTER = 50.0  # the reference score that maps to an expected index of 0
 # Offsets of the first and second ± pair of each index: they cancel in the index but put the points where the
 # modal answer of the four questions changes at different δ, so that temperature-0 indices take more values.
@@ -66,9 +64,9 @@ class CountryScores:
         return self._resolved[country]
 
 
-def _question_terms() -> dict[int, tuple[str, int, float]]:
+def _question_terms() -> dict[int, tuple[str, float, float]]:
     """question → (dimension, coefficient, offset)."""
-    out: dict[int, tuple[str, int, float]] = {}
+    out: dict[int, tuple[str, float, float]] = {}
     for dim, terms in INDEX_TERMS.items():
         for i, (q, coef) in enumerate(terms):
             out[q] = (dim, coef, PAIR_OFFSETS[i // 2])
