@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "runner.commands.info",
     "runner.commands.score",
     "runner.commands.parse_text",
+    "runner.commands.serve_sim",
 )
 
 
