@@ -18,6 +18,9 @@ COMMAND_MODULES = (
     "runner.commands.score",
     "runner.commands.parse_text",
     "runner.commands.serve_sim",
+    "runner.commands.run",
+    "runner.commands.plan",
+    "runner.commands.status",
 )
 
 
