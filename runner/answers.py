@@ -45,7 +45,7 @@ def parse_responses(responses: pa.Table) -> pa.Table:
                                 ("status", a.status), ("hedged", a.hedged), ("displayed", a.displayed),
                                 ("parser_version", result.parser_version)):
                 out[name].append(value)
-    return pa.table(out, schema=ANSWER_SCHEMA)
+    return pa.Table.from_pydict(out, schema=ANSWER_SCHEMA)
 
 
 def parser_version() -> str:

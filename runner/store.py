@@ -189,13 +189,13 @@ class RunStore:
         n = self._next_part
         self._next_part += 1
         if self._prompts["prompt_hash"]:
-            self._commit("prompts", n, pa.table(self._prompts, schema=PROMPT_SCHEMA))
+            self._commit("prompts", n, pa.Table.from_pydict(self._prompts, schema=PROMPT_SCHEMA))
             self._prompts = {"prompt_hash": [], "messages_json": []}
         if self._failed["cell_key"]:
-            self._commit("failures", n, pa.table(self._failed, schema=RESPONSE_SCHEMA))
+            self._commit("failures", n, pa.Table.from_pydict(self._failed, schema=RESPONSE_SCHEMA))
             self._failed = {name: [] for name in RESPONSE_SCHEMA.names}
         if self._rows["cell_key"]:
-            table = pa.table(self._rows, schema=RESPONSE_SCHEMA)
+            table = pa.Table.from_pydict(self._rows, schema=RESPONSE_SCHEMA)
             self._commit("responses", n, table)
             self._rows = {name: [] for name in RESPONSE_SCHEMA.names}
             if self.parser is not None:
