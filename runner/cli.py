@@ -18,6 +18,11 @@ COMMAND_MODULES = (
     "runner.commands.score",
     "runner.commands.analyze",
     "runner.commands.report",
+    "runner.commands.parse_text",
+    "runner.commands.serve_sim",
+    "runner.commands.run",
+    "runner.commands.plan",
+    "runner.commands.status",
 )
 
 

@@ -1,0 +1,202 @@
+"""From a ``PromptCell`` to the exact chat messages sent, and the hash of the templates that made them.
+
+Pure and deterministic: the same cell and the same data files give the same messages. All wording lives in
+``data/instrument/<lang>.json`` (items, scales, intros) and ``data/prompts/<lang>.json`` (instructions,
+framing, layout, reply formats, localized country names); see docs/instrument.md.
+
+Message shape: ``[{"role": "system", ...}, {"role": "user", ...}]``. The system message carries the
+reply-format instruction and is left out when that instruction is empty (reply format ``free``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from runner import paths
+from runner.cell import CANONICAL_ORDER, PromptCell
+from runner.instrument import QUESTION_NUMBERS, Instrument, load_instrument
+
+FRAMINGS = ("none", "persona", "identity")
+MODES = ("item", "survey")
+_LAYOUT_KEYS = ("option", "option_join_item", "option_join_survey", "question_line")
+
+
+class PromptError(ValueError):
+    """A cell cannot be rendered (unknown language, country, reply format, bad order) or a template is bad."""
+
+
+def prompts_dir() -> Path:
+    """The folder holding one ``<language>.json`` of prompt templates per language."""
+    return paths.DATA_DIR / "prompts"
+
+
+@lru_cache(maxsize=None)
+def load_templates(language: str) -> dict[str, Any]:
+    """The validated prompt templates of ``language``; errors name the file and key."""
+    path = prompts_dir() / f"{language}.json"
+    if not path.is_file():
+        raise PromptError(f"no prompt templates for language {language!r}: {path} does not exist")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise PromptError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}") from None
+
+    def need(obj: Any, key: str, where: str) -> Any:
+        if not isinstance(obj, dict) or key not in obj:
+            raise PromptError(f"{path}: {where}{key}: missing")
+        return obj[key]
+
+    instructions = need(raw, "instructions", "")
+    for mode in MODES:
+        for framing in FRAMINGS:
+            if not isinstance(need(need(instructions, mode, "instructions."), framing, f"instructions.{mode}."), str):
+                raise PromptError(f"{path}: instructions.{mode}.{framing}: expected a string")
+    for key in _LAYOUT_KEYS:
+        if not isinstance(need(need(raw, "layout", ""), key, "layout."), str):
+            raise PromptError(f"{path}: layout.{key}: expected a string")
+    for name, body in need(raw, "reply_formats", "").items():
+        for mode in MODES:
+            if not isinstance(need(body, mode, f"reply_formats.{name}."), str):
+                raise PromptError(f"{path}: reply_formats.{name}.{mode}: expected a string")
+    for key in ("genders", "countries"):
+        if not isinstance(need(raw, key, ""), dict):
+            raise PromptError(f"{path}: {key}: expected an object")
+    return raw
+
+
+def shuffled_order(seed: int) -> tuple[int, ...]:
+    """A deterministic permutation of option IDs 1-5 from an integer seed (same on every platform/version)."""
+    order = list(CANONICAL_ORDER)
+    # Fisher-Yates driven by SHA-256, so the permutation never depends on Python's random module version.
+    for i in range(len(order) - 1, 0, -1):
+        digest = hashlib.sha256(f"hofcat-option-order:{seed}:{i}".encode()).digest()
+        j = int.from_bytes(digest[:8], "big") % (i + 1)
+        order[i], order[j] = order[j], order[i]
+    return tuple(order)
+
+
+def build_messages(cell: PromptCell) -> list[dict[str, str]]:
+    """The chat messages (system if any, then user) for ``cell``, as fresh dicts of role and content."""
+    messages, _ = _render(cell)
+    return [{"role": role, "content": content} for role, content in messages]
+
+
+def template_hash(cell: PromptCell) -> str:
+    """A 16-hex-digit SHA-256 digest of every template text ``cell`` uses (instrument and prompt files)."""
+    _, used = _render(cell)
+    return hashlib.sha256(json.dumps(used, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def validate_cell(cell: PromptCell) -> None:
+    """Raise ``PromptError`` naming the field when ``cell`` cannot be rendered."""
+    _render(cell)
+
+
+@lru_cache(maxsize=8192)
+def _render(cell: PromptCell) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    templates = load_templates(cell.language)
+    instrument = load_instrument(cell.language)
+    _check(cell, templates)
+    used: dict[str, str] = {}
+
+    def take(key: str, text: str) -> str:
+        used[key] = text
+        return text
+
+    framing = cell.framing
+    fields: dict[str, str] = {}
+    if framing.kind != "none":
+        fields["country"] = take(f"countries.{framing.country}", templates["countries"][framing.country])
+    if framing.kind == "identity":
+        fields["gender"] = take(f"genders.{framing.gender}", templates["genders"][framing.gender])
+        fields["age"] = str(framing.age)
+    instruction = take(f"instructions.{cell.mode}.{framing.kind}",
+                       templates["instructions"][cell.mode][framing.kind]).format(**fields)
+    layout = {key: take(f"layout.{key}", templates["layout"][key]) for key in _LAYOUT_KEYS}
+    if cell.mode == "item":
+        body = _item_body(instrument, cell, layout, take)
+    else:
+        body = _survey_body(instrument, cell, layout, take)
+    system = take(f"reply_formats.{cell.reply_format}.{cell.mode}",
+                  templates["reply_formats"][cell.reply_format][cell.mode])
+    messages = ((("system", system),) if system else ()) + (("user", f"{instruction}\n\n{body}"),)
+    return messages, tuple(sorted(used.items()))
+
+
+def _check(cell: PromptCell, templates: dict[str, Any]) -> None:
+    if cell.mode not in MODES:
+        raise PromptError(f"cell.mode: {cell.mode!r} is not one of {', '.join(MODES)}")
+    if not cell.questions or any(q not in QUESTION_NUMBERS for q in cell.questions):
+        raise PromptError(f"cell.questions: {cell.questions!r} must be question numbers 1-24")
+    if len(set(cell.questions)) != len(cell.questions) or list(cell.questions) != sorted(cell.questions):
+        raise PromptError(f"cell.questions: {cell.questions!r} must be distinct and ascending")
+    if cell.mode == "item" and len(cell.questions) != 1:
+        raise PromptError(f"cell.questions: item mode asks exactly one question, got {cell.questions!r}")
+    if sorted(cell.option_order) != list(CANONICAL_ORDER):
+        raise PromptError(f"cell.option_order: {cell.option_order!r} is not a permutation of 1-5")
+    if cell.reply_format not in templates["reply_formats"]:
+        known = ", ".join(sorted(templates["reply_formats"]))
+        raise PromptError(f"cell.reply_format: {cell.reply_format!r} unknown for {cell.language!r} (known: {known})")
+    framing = cell.framing
+    if framing.kind not in FRAMINGS:
+        raise PromptError(f"cell.framing.kind: {framing.kind!r} is not one of {', '.join(FRAMINGS)}")
+    if framing.kind != "none" and framing.country not in templates["countries"]:
+        known = ", ".join(sorted(templates["countries"]))
+        raise PromptError(f"cell.framing.country: {framing.country!r} has no {cell.language!r} name "
+                          f"(data/prompts/{cell.language}.json countries: {known})")
+    if framing.kind == "identity":
+        if not isinstance(framing.age, int) or not 0 < framing.age < 130:
+            raise PromptError(f"cell.framing.age: {framing.age!r} must be an integer number of years")
+        if framing.gender not in templates["genders"]:
+            raise PromptError(f"cell.framing.gender: {framing.gender!r} is not one of "
+                              f"{', '.join(sorted(templates['genders']))}")
+
+
+def _options(instrument: Instrument, number: int, cell: PromptCell, layout: dict[str, str], take, join: str) -> str:
+    question = instrument.questions[number]
+    lines = []
+    for position, option_id in enumerate(cell.option_order, start=1):
+        label = take(f"scales.{question.scale}.{option_id}", question.label(option_id))
+        lines.append(layout["option"].format(position=position, label=label))
+    return join.join(lines)
+
+
+def _item_body(instrument: Instrument, cell: PromptCell, layout: dict[str, str], take) -> str:
+    number = cell.questions[0]
+    question = instrument.questions[number]
+    parts = []
+    intro = instrument.section_of(number).intro
+    if intro:
+        parts.append(take(f"intro.{number}", intro) + "\n")
+    parts.append(take(f"question.{number}", question.text) + "\n\n")
+    parts.append(_options(instrument, number, cell, layout, take, layout["option_join_item"]))
+    return "".join(parts)
+
+
+def _survey_body(instrument: Instrument, cell: PromptCell, layout: dict[str, str], take) -> str:
+    blocks = []
+    asked = set(cell.questions)
+    for section in instrument.sections:
+        numbers = [n for n in section.questions if n in asked]
+        if not numbers:
+            continue
+        lines = [take(f"intro.{section.id}", section.intro)] if section.intro else []
+        # Consecutive questions on the same scale share one options line: after the intro when the section
+        # has one (the intro leads into the scale), else after the group's last question.
+        groups: list[list[int]] = []
+        for number in numbers:
+            if groups and instrument.questions[groups[-1][-1]].scale == instrument.questions[number].scale:
+                groups[-1].append(number)
+            else:
+                groups.append([number])
+        for group in groups:
+            options = _options(instrument, group[0], cell, layout, take, layout["option_join_survey"])
+            questions = [layout["question_line"].format(number=n, text=take(f"question.{n}", instrument.questions[n].text))
+                         for n in group]
+            lines.extend([options, *questions] if section.intro else [*questions, options])
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
