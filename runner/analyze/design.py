@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import polars as pl
 
 from runner.errors import InputError
 
-__all__ = ["ANSWER_COLUMNS", "BOOKKEEPING", "Design", "infer_design", "scan_answers"]
+__all__ = ["ANSWER_COLUMNS", "BOOKKEEPING", "Design", "infer_design", "varying"]
 
 ANSWER_COLUMNS = ("country", "question", "option_id", "status")
 # Columns that identify or describe a response rather than the design that produced it.
@@ -25,7 +24,8 @@ BOOKKEEPING = frozenset({
     "cell_key", "response_text", "reason", "raw", "error", "error_class", "error_message", "finish_reason",
     "latency_s", "attempts", "attempt", "http_status", "prompt_tokens", "completion_tokens", "total_tokens",
     "started_at", "finished_at", "timestamp", "parser_version", "position", "displayed_position", "questions",
-    "option_order", "template_hash", "request_id", "part",
+    "option_order", "template_hash", "prompt_hash", "shuffle_seed", "provider", "hedged", "displayed",
+    "input_tokens", "output_tokens", "request_id", "part",
 })
 IDENTITY_UNITS = ("respondent", "gender", "age")
 
@@ -65,16 +65,9 @@ def infer_design(
     return Design(tuple(factors), tuple(units))
 
 
-ANSWER_LOCATIONS = ("answers", "parsed", "answers.parquet", "parsed.parquet")
-
-
-def scan_answers(run_dir: str | Path) -> pl.LazyFrame:
-    """The parsed-answers dataset of a run directory as a LazyFrame (a Parquet file or a folder of parts)."""
-    root = Path(run_dir)
-    for name in ANSWER_LOCATIONS:
-        path = root / name
-        if path.is_dir() and any(path.rglob("*.parquet")):
-            return pl.scan_parquet(path / "**" / "*.parquet", hive_partitioning=False)
-        if path.is_file():
-            return pl.scan_parquet(path)
-    raise InputError(f"{root}: no parsed-answers dataset (looked for {', '.join(ANSWER_LOCATIONS)})")
+def varying(answers: pl.LazyFrame, columns: Sequence[str]) -> tuple[str, ...]:
+    """The ``columns`` that take more than one value in ``answers`` (constant ones define no condition)."""
+    if not columns:
+        return ()
+    counts = answers.select([pl.col(c).n_unique() for c in columns]).collect(engine="streaming").row(0)
+    return tuple(c for c, n in zip(columns, counts, strict=True) if n > 1)

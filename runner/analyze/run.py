@@ -10,14 +10,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import polars as pl
 
 import stats_core
 from runner.analyze.agreement import agreement_tables
-from runner.analyze.design import infer_design, scan_answers
+from runner.analyze.design import Design, infer_design, varying
+from runner.analyze.load import load_answers
 from runner.analyze.sets import centroid_correlations, disparity, factor_tests, respondent_table, set_separation
 from runner.analyze.tables import question_table, status_rates, temperature_zero_disagreement
 from runner.analyze.units import unit_array
@@ -35,7 +36,7 @@ SET_KERNELS = ("pdist", "permanova", "permdisp", "silhouette", "davies_bouldin",
 class AnalysisOptions:
     """Choices recorded with every analysis."""
 
-    reference: str = "hofstede-2015"
+    reference: str | None = None  # None: the run manifest's reference, else hofstede-2015
     human_reference: str = "human-nine-nations"
     undefined_tau: str = "nan"
     n_resamples: int = 1000
@@ -50,7 +51,9 @@ class AnalysisOptions:
 def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[dict[str, pl.DataFrame], dict]:
     """All tables for a parsed-answers LazyFrame, and the JSON summary."""
     design = infer_design(answers.collect_schema().names(), options.factors, options.units)
-    reference = load_reference(options.reference)
+    if options.factors is None:  # inferred factors: keep those the run actually varied
+        design = Design(varying(answers, design.factors), design.units)
+    reference = load_reference(options.reference or "hofstede-2015")
     human = load_reference(options.human_reference)
     units = unit_array(answers, design)
     tables = agreement_tables(
@@ -89,11 +92,14 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
 def analyze_run(run_dir: str | Path, options: AnalysisOptions) -> Path:
     """Analyse ``run_dir``'s parsed answers; returns the ``analysis`` folder written."""
     root = Path(run_dir)
-    tables, summary = analyze_answers(scan_answers(root), options)
+    manifest_path = root / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else None
+    if options.reference is None:  # the reference the run was planned against, else Hofstede 2015
+        options = replace(options, reference=(manifest or {}).get("reference") or "hofstede-2015")
+    tables, summary = analyze_answers(load_answers(root), options)
     summary["run_dir"] = str(root)
-    manifest = root / "manifest.json"
-    if manifest.is_file():
-        summary["run_manifest"] = json.loads(manifest.read_text())
+    if manifest is not None:
+        summary["run_manifest"] = manifest
     out = root / "analysis"
     out.mkdir(exist_ok=True)
     for name, table in tables.items():

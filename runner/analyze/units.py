@@ -45,7 +45,8 @@ def unit_array(answers: pl.LazyFrame, design: Design) -> UnitArray:
     lazy = answers if design.factors else answers.with_columns(_all=pl.lit(1))
     keys = [*factors, "country", *design.units, "question"]
     agg = (
-        lazy.filter(pl.col("question").is_between(1, 24))
+        # answers without a country (no persona, language without a country) cannot be ranked
+        lazy.filter(pl.col("question").is_between(1, 24) & pl.col("country").is_not_null())
         .group_by(keys)
         .agg(answer=pl.col("option_id").filter(pl.col("status") == "ok").cast(pl.Float64).mean())
         .collect(engine="streaming")

@@ -12,8 +12,8 @@ HELP = "Analyse a run directory's parsed answers: per-question tables, indices, 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """RUN_DIR and the analysis choices (all recorded in analysis/summary.json)."""
     parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory holding the parsed answers")
-    parser.add_argument("--reference", default="hofstede-2015", metavar="NAME_OR_CSV",
-                        help="reference set for Kendall tau (default hofstede-2015)")
+    parser.add_argument("--reference", default=None, metavar="NAME_OR_CSV",
+                        help="reference set for Kendall tau (default: the run manifest's, else hofstede-2015)")
     parser.add_argument("--human-reference", default="human-nine-nations", metavar="NAME_OR_CSV",
                         help="human reference for D/MCD and SS_h (default human-nine-nations)")
     parser.add_argument("--undefined-tau", choices=("nan", "-1"), default="nan", help="undefined-tau policy")
