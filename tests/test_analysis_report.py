@@ -58,9 +58,9 @@ def test_report_is_self_contained_and_renders_in_chromium(analysed_run, tmp_path
     run, _ = analysed_run
     assert main(["report", str(run)]) == 0
     page = (run / "report" / "index.html").read_text()
-    for name in ("kendall", "scores", "grid", "tsne", "status"):
+    for name in ("kendall", "scores", "grid", "tsne", "ssh", "status"):
         assert f'id="fig-{name}"' in page and (run / "report" / f"{name}.png").is_file()
-    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', page)) >= 5
+    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', page)) == 6
     assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing fetched from outside
     assert "Kendall tau-b and CAT score" in page and "hofstede-2015" in page
 

@@ -8,7 +8,6 @@ import pytest
 from scipy.stats import f_oneway, pearsonr
 from test_analysis_core import make_answers
 
-import stats_core
 from runner.analyze.agreement import masked_mean
 from runner.analyze.design import infer_design
 from runner.analyze.sets import centroid_correlations, disparity, factor_tests, set_separation
@@ -16,11 +15,6 @@ from runner.analyze.units import unit_array
 from runner.reference import load_reference
 from runner.scoring import indices_from_means
 
-needs_kernels = pytest.mark.skipif(
-    not all(hasattr(stats_core, n) for n in ("pdist", "permanova", "permdisp", "silhouette", "davies_bouldin",
-                                              "ss_h", "mcd")),
-    reason="this stats_core lacks the set kernels (branch stats)",
-)
 NINE = ("U.S.A.", "China", "France", "Germany", "Brazil", "India", "Singapore", "Japan", "South Africa")
 
 
@@ -39,7 +33,6 @@ def test_centroid_correlation_is_pearson_of_mean_vectors(units):
     assert table["pvalue"][0] == pytest.approx(expected.pvalue)
 
 
-@needs_kernels
 def test_disparity_reproduces_the_human_row_of_the_paper(units):
     table = disparity(units, load_reference("human-nine-nations"))
     assert table["nations"].to_list() == [9, 9]
@@ -52,7 +45,6 @@ def test_disparity_reproduces_the_human_row_of_the_paper(units):
     assert table["mcd"][0] == pytest.approx(national.std(axis=0, ddof=1).mean() / 20.330, rel=1e-4)
 
 
-@needs_kernels
 def test_separation_matches_sklearn_and_the_ss_h_equation(units):
     from sklearn.metrics import davies_bouldin_score, silhouette_score
 
@@ -80,7 +72,6 @@ def test_separation_matches_sklearn_and_the_ss_h_equation(units):
     assert row["ss_h"] == pytest.approx(total / 18)
 
 
-@needs_kernels
 def test_permanova_and_permdisp_match_scikit_bio(units):
     from skbio import DistanceMatrix
     from skbio.stats.distance import permanova

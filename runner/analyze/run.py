@@ -15,7 +15,6 @@ from pathlib import Path
 
 import polars as pl
 
-import stats_core
 from runner.analyze.agreement import agreement_tables
 from runner.analyze.design import Design, infer_design, varying
 from runner.analyze.load import load_answers
@@ -27,9 +26,6 @@ from runner.reference import load_reference
 __all__ = ["AnalysisOptions", "analyze_answers", "analyze_run"]
 
 STATUS_GROUPS = ("endpoint", "model", "language")
-# The set measures need these stats_core kernels (branch `stats`); a build without them skips those tables
-# and says so in summary.json rather than failing the whole analysis.
-SET_KERNELS = ("pdist", "permanova", "permdisp", "silhouette", "davies_bouldin", "ss_h", "mcd")
 
 
 @dataclass(frozen=True)
@@ -64,11 +60,9 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
     tables["status_rates"] = status_rates(answers, [c for c in STATUS_GROUPS if c in design.factors])
     tables["respondents"] = respondent_table(units)
     tables["centroid_correlations"] = centroid_correlations(units)
-    lacking = [name for name in SET_KERNELS if not hasattr(stats_core, name)]
-    if not lacking:
-        tables["disparity"] = disparity(units, human)
-        tables["set_separation"] = set_separation(units, human)
-        tables["factor_tests"] = factor_tests(units, permutations=options.permutations, seed=options.seed)
+    tables["disparity"] = disparity(units, human)
+    tables["set_separation"] = set_separation(units, human)
+    tables["factor_tests"] = factor_tests(units, permutations=options.permutations, seed=options.seed)
     summary = {
         "reference": reference.to_dict(),
         "human_reference": human.to_dict(),
@@ -82,7 +76,6 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
         "countries": list(units.countries),
         "answers": _count(answers),
         "temperature_zero": temperature_zero_disagreement(answers, design.factors),
-        "set_measures": "computed" if not lacking else f"skipped: this stats_core lacks {', '.join(lacking)}",
         "cat": _clean(tables["cat"].drop("countries").to_dicts()),
         "error_percentage": _clean(tables["error_percentage"].to_dicts()),
     }
