@@ -87,3 +87,12 @@ def test_permanova_and_permdisp_match_scikit_bio(units):
     z = [np.linalg.norm(p - p.mean(axis=0), axis=1) for p in points]
     assert table["permdisp_f"][0] == pytest.approx(f_oneway(*z).statistic)
     assert 0 < table["permanova_p"][0] <= 1 and table["n"][0] == len(x)
+
+
+def test_distance_measures_subsample_large_sets_reproducibly(units):
+    human = load_reference("human-nine-nations")
+    small = set_separation(units, human, max_points=10, seed=2)
+    assert (small["n_a"][0], small["n_b"][0]) == (10, 10)
+    assert small.equals(set_separation(units, human, max_points=10, seed=2))
+    assert not small.equals(set_separation(units, human, max_points=10, seed=3))
+    assert factor_tests(units, permutations=9, max_points=10)["n"][0] == 20

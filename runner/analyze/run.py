@@ -39,6 +39,7 @@ class AnalysisOptions:
     confidence_level: float = 0.95
     permutations: int = 999
     seed: int = 0
+    max_points: int = 2000  # respondents per set in distance-based measures (seeded subsample beyond)
     factors: tuple[str, ...] | None = None
     units: tuple[str, ...] | None = None
     constants: Mapping[str, float] | None = None
@@ -58,11 +59,12 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
     )
     tables["questions"] = question_table(answers, design.factors).collect(engine="streaming")
     tables["status_rates"] = status_rates(answers, [c for c in STATUS_GROUPS if c in design.factors])
-    tables["respondents"] = respondent_table(units)
+    cap = {"max_points": options.max_points, "seed": options.seed}
+    tables["respondents"] = respondent_table(units, **cap)
     tables["centroid_correlations"] = centroid_correlations(units)
     tables["disparity"] = disparity(units, human)
-    tables["set_separation"] = set_separation(units, human)
-    tables["factor_tests"] = factor_tests(units, permutations=options.permutations, seed=options.seed)
+    tables["set_separation"] = set_separation(units, human, **cap)
+    tables["factor_tests"] = factor_tests(units, permutations=options.permutations, **cap)
     summary = {
         "reference": reference.to_dict(),
         "human_reference": human.to_dict(),
@@ -71,6 +73,7 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
         "bootstrap": {"n_resamples": options.n_resamples, "confidence_level": options.confidence_level,
                       "method": "percentile", "unit": list(design.units), "seed": options.seed},
         "permutations": {"count": options.permutations, "seed": options.seed},
+        "max_points_per_set": options.max_points,
         "design": design.to_dict(),
         "conditions": units.conditions.height,
         "countries": list(units.countries),

@@ -29,21 +29,27 @@ from runner.scoring import indices_from_means
 __all__ = ["centroid_correlations", "disparity", "factor_tests", "respondent_table", "set_pairs", "set_separation"]
 
 
-def _points(units: UnitArray, c: int) -> tuple[np.ndarray, np.ndarray]:
-    """Complete 24-d respondent vectors of condition ``c`` and their country codes."""
+def _points(units: UnitArray, c: int, max_points: int | None = None, seed: int = 0) -> tuple[np.ndarray, ...]:
+    """Complete 24-d respondent vectors of condition ``c``, their country and unit codes.
+
+    With ``max_points``, a larger set is subsampled without replacement (``default_rng([seed, c])``): distance
+    measures cost O(points²) memory, so their size is bounded by this setting, not by the run.
+    """
     block = units.values[c]  # (K, U, 24)
     complete = np.isfinite(block).all(axis=2)
-    k_idx, _ = np.nonzero(complete)
-    return block[complete], k_idx
+    k_idx, u_idx = np.nonzero(complete)
+    if max_points is not None and len(k_idx) > max_points:
+        keep = np.sort(np.random.default_rng([seed, c]).choice(len(k_idx), size=max_points, replace=False))
+        k_idx, u_idx = k_idx[keep], u_idx[keep]
+    return block[k_idx, u_idx], k_idx, u_idx
 
 
-def respondent_table(units: UnitArray) -> pl.DataFrame:
-    """Every complete respondent: ``set``, ``country``, ``unit`` (its index) and ``q1``…``q24`` (the data points)."""
+def respondent_table(units: UnitArray, *, max_points: int | None = None, seed: int = 0) -> pl.DataFrame:
+    """Complete respondents (at most ``max_points`` per set): ``set``, ``country``, ``unit``, ``q1``…``q24``."""
     labels = units.condition_labels()
     parts = []
     for c in range(units.conditions.height):
-        x, k_idx = _points(units, c)
-        units_of = np.nonzero(np.isfinite(units.values[c]).all(axis=2))[1]
+        x, k_idx, units_of = _points(units, c, max_points, seed)
         parts.append(pl.DataFrame({
             "set": [labels[c]] * len(x), "country": [units.countries[k] for k in k_idx],
             "unit": units_of.astype(np.int64), **{f"q{q + 1}": x[:, q] for q in range(24)},
@@ -118,12 +124,14 @@ def disparity(units: UnitArray, human: ReferenceSet) -> pl.DataFrame:
     return pl.DataFrame(out, infer_schema_length=None)
 
 
-def set_separation(units: UnitArray, human: ReferenceSet) -> pl.DataFrame:
+def set_separation(
+    units: UnitArray, human: ReferenceSet, *, max_points: int | None = None, seed: int = 0
+) -> pl.DataFrame:
     """Davies–Bouldin and silhouette (respondents' VSM scores) and SS_h (national scores) per set pair."""
     labels = units.condition_labels()
     out = []
     for a, b, factor in set_pairs(units):
-        xa, xb = (indices_from_means(_points(units, c)[0]) for c in (a, b))
+        xa, xb = (indices_from_means(_points(units, c, max_points, seed)[0]) for c in (a, b))
         row = {"set_a": labels[a], "set_b": labels[b], "factor": factor, "n_a": len(xa), "n_b": len(xb),
                "davies_bouldin": None, "silhouette": None, "ss_h": None}
         if len(xa) >= 2 and len(xb) >= 2:
@@ -141,11 +149,14 @@ def set_separation(units: UnitArray, human: ReferenceSet) -> pl.DataFrame:
     return pl.DataFrame(out, schema=schema)
 
 
-def factor_tests(units: UnitArray, *, permutations: int = 999, seed: int = 0) -> pl.DataFrame:
+def factor_tests(
+    units: UnitArray, *, permutations: int = 999, seed: int = 0, max_points: int | None = None
+) -> pl.DataFrame:
     """PERMANOVA and PERMDISP of the 24-d respondent vectors across each factor's levels, per stratum.
 
     A stratum is one combination of the other factors; tests run where at least two levels have two or more
-    respondents. Each test's permutation seed is ``seed`` (recorded in the table).
+    respondents. Each test's permutation seed is ``seed`` (recorded in the table); ``max_points`` caps each
+    level's respondents (seeded subsample).
     """
     rows = units.conditions.to_dicts()
     factors = [f for f in units.conditions.columns if f != "_all"]
@@ -155,7 +166,7 @@ def factor_tests(units: UnitArray, *, permutations: int = 999, seed: int = 0) ->
         for c, row in enumerate(rows):
             strata.setdefault(tuple((f, row[f]) for f in factors if f != factor), []).append(c)
         for stratum, members in strata.items():
-            blocks = [(rows[c][factor], _points(units, c)[0]) for c in members]
+            blocks = [(rows[c][factor], _points(units, c, max_points, seed)[0]) for c in members]
             blocks = [(level, x) for level, x in blocks if len(x) >= 2]
             if len(blocks) < 2:
                 continue

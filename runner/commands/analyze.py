@@ -20,6 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     parser.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
     parser.add_argument("--permutations", type=int, default=999, help="PERMANOVA/PERMDISP permutations (default 999)")
+    parser.add_argument("--max-points", type=int, default=2000,
+                        help="respondents per set in distance-based measures; larger sets are subsampled (seeded)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every resampling (default 0)")
     parser.add_argument("--factors", default=None, metavar="COL,...", help="condition columns (default: inferred)")
     parser.add_argument("--units", default=None, metavar="COL,...",
@@ -37,11 +39,16 @@ def main(args: argparse.Namespace) -> int:
     options = AnalysisOptions(
         reference=args.reference, human_reference=args.human_reference, undefined_tau=args.undefined_tau,
         n_resamples=args.resamples, confidence_level=args.confidence, permutations=args.permutations,
-        seed=args.seed, factors=cols(args.factors), units=cols(args.units),
+        seed=args.seed, max_points=args.max_points, factors=cols(args.factors), units=cols(args.units),
     )
-    if not 0 < options.confidence_level < 1 or options.n_resamples < 1 or options.permutations < 0:
-        print("hofcat analyze: error: --confidence must be in (0, 1), --resamples ≥ 1, --permutations ≥ 0",
-              file=sys.stderr)
+    problems = [text for bad, text in (
+        (not 0 < options.confidence_level < 1, f"--confidence {options.confidence_level} is not in (0, 1)"),
+        (options.n_resamples < 1, f"--resamples {options.n_resamples} is not ≥ 1"),
+        (options.permutations < 0, f"--permutations {options.permutations} is not ≥ 0"),
+        (options.max_points < 2, f"--max-points {options.max_points} is not ≥ 2"),
+    ) if bad]
+    if problems:
+        print(f"hofcat analyze: error: {'; '.join(problems)}", file=sys.stderr)
         return 2
     try:
         out = analyze_run(args.run_dir, options)

@@ -136,10 +136,15 @@ def grid_heatmap(cat: pl.DataFrame, factors: list[str]) -> bytes | None:
     return _png(fig)
 
 
+TSNE_POINTS = 1500  # t-SNE is O(n log n) per step but slow in absolute terms: embed a seeded sample beyond this
+
+
 def respondent_embedding(respondents: pl.DataFrame, *, seed: int = 0) -> bytes | None:
     """2-D t-SNE of the respondents' 24-d answer vectors, coloured by set (value-differences Figure 1)."""
     if respondents.height < 5:
         return None
+    if respondents.height > TSNE_POINTS:
+        respondents = respondents.sample(TSNE_POINTS, seed=seed)
     from sklearn.manifold import TSNE
 
     plt = _plt()
