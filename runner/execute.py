@@ -202,10 +202,10 @@ class Executor:
                 used = (reply.input_tokens or 0) + (reply.output_tokens or 0)
                 if reply.input_tokens is not None or reply.output_tokens is not None:
                     endpoint.limiter.correct(handle, used)
-                await endpoint.gate.on_success()
+                endpoint.gate.on_success()
                 return reply
             finally:
-                await endpoint.gate.release()
+                endpoint.gate.release()
 
         def on_retry(exc: BaseException, wait_s: float) -> None:
             endpoint.stats.retries += 1

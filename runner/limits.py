@@ -134,19 +134,36 @@ class AdaptiveConcurrency:
         self.clock = clock
         self._last_cut = float("-inf")
         self._successes = 0
-        self._changed = asyncio.Condition()
+        self._waiters: deque[asyncio.Future[None]] = deque()
 
     async def acquire(self) -> None:
-        """Wait for a free slot under the current cap."""
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.in_flight < self.limit)
+        """Wait for a free slot under the current cap (first come, first served)."""
+        if self.in_flight < self.limit and not self._waiters:
             self.in_flight += 1
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter  # resolved by _wake with the slot already counted
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.in_flight -= 1  # woken and cancelled at once: give the slot back
+                self._wake()
+            else:
+                self._waiters.remove(waiter)
+            raise
 
-    async def release(self) -> None:
-        """Free a slot."""
-        async with self._changed:
-            self.in_flight -= 1
-            self._changed.notify()
+    def release(self) -> None:
+        """Free a slot and hand it to the next waiter, if the cap allows."""
+        self.in_flight -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self.in_flight < self.limit:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self.in_flight += 1
+                waiter.set_result(None)
 
     def on_rate_limited(self) -> None:
         """A 429: halve the cap, unless it was cut less than ``cooldown_s`` ago (the same burst of 429s)."""
@@ -156,7 +173,7 @@ class AdaptiveConcurrency:
             self._last_cut = now
             self._successes = 0
 
-    async def on_success(self) -> None:
+    def on_success(self) -> None:
         """A success: after ``limit`` of them in a row, raise the cap by one (up to the maximum)."""
         if self.limit >= self.max:
             return
@@ -164,5 +181,4 @@ class AdaptiveConcurrency:
         if self._successes >= self.limit:
             self._successes = 0
             self.limit += 1
-            async with self._changed:
-                self._changed.notify()
+            self._wake()

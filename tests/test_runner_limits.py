@@ -77,14 +77,34 @@ def test_adaptive_concurrency_halves_on_429_and_recovers() -> None:
     gate.on_rate_limited()
     assert gate.limit == 4
 
-    async def successes(n: int) -> None:
-        for _ in range(n):
-            await gate.on_success()
-
-    asyncio.run(successes(4 + 5 + 6))  # +1 after a cap's worth of successes: 4 → 5 → 6 → 7
+    for _ in range(4 + 5 + 6):  # +1 after a cap's worth of successes: 4 → 5 → 6 → 7
+        gate.on_success()
     assert gate.limit == 7
-    asyncio.run(successes(1000))
+    for _ in range(1000):
+        gate.on_success()
     assert gate.limit == 16
+
+
+def test_adaptive_concurrency_never_exceeds_its_cap_and_serves_in_order() -> None:
+    async def go() -> tuple[int, list[int]]:
+        gate = AdaptiveConcurrency(3)
+        peak, order = 0, []
+
+        async def job(i: int) -> None:
+            nonlocal peak
+            await gate.acquire()
+            peak = max(peak, gate.in_flight)
+            order.append(i)
+            await asyncio.sleep(0.001 * (i % 3))
+            if i == 4:
+                gate.limit = 1  # a cut while others wait: no new slot until in_flight < 1
+            gate.release()
+
+        await asyncio.gather(*(job(i) for i in range(20)))
+        return peak, order
+
+    peak, order = asyncio.run(go())
+    assert peak == 3 and order == list(range(20))
 
 
 def test_requests_per_window_and_burst_hold_on_the_server_clock(tmp_path: Path) -> None:
