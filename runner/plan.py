@@ -98,7 +98,7 @@ def framings(spec: Spec) -> tuple[Framing, ...]:
     def canonical(key: str, name: str) -> str:
         try:
             return resolve_country(name)
-        except LookupError as exc:
+        except ValueError as exc:
             raise SpecError(f"{spec.source}: {key} = {name!r}: must be a known country ({exc})") from None
 
     out.extend(Framing("persona", canonical("design.personas", p)) for p in d.personas)
@@ -139,7 +139,7 @@ def validate_plan(spec: Spec) -> None:
 
     try:
         load_reference(spec.run.reference)
-    except LookupError as exc:
+    except ValueError as exc:
         raise SpecError(f"{spec.source}: run.reference = {spec.run.reference!r}: {exc}") from None
     d = spec.design
     for language, framing, fmt in itertools.product(d.languages, framings(spec), d.reply_formats):

@@ -138,6 +138,7 @@ def spec_from_dict(raw: dict[str, Any], *, source: str = "<spec>") -> Spec:
     """Validate an already-parsed spec (e.g. the copy in a run manifest); ``source`` names it in errors."""
     v = _Validator(source)
     v.keys(raw, "", {"run", "endpoints", "design"}, required={"run", "endpoints", "design"})
+    run = _run(v, raw["run"])
     endpoints_raw = raw["endpoints"]
     if not isinstance(endpoints_raw, list) or not endpoints_raw:
         v.fail("endpoints", endpoints_raw, "one or more [[endpoints]] tables")
@@ -146,7 +147,7 @@ def spec_from_dict(raw: dict[str, Any], *, source: str = "<spec>") -> Spec:
     for i, name in enumerate(names):
         if name in names[:i]:
             v.fail(f"endpoints[{i}].name", name, "a name no other endpoint uses")
-    return Spec(run=_run(v, raw["run"]), endpoints=endpoints, design=_design(v, raw["design"]), raw=raw,
+    return Spec(run=run, endpoints=endpoints, design=_design(v, raw["design"]), raw=raw,
                 source=source)
 
 
