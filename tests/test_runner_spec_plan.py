@@ -27,7 +27,7 @@ def test_the_quickstart_example_is_the_issues_spec() -> None:
     e = spec.endpoints[0]
     assert (e.name, e.provider, e.model, e.requests_per_minute, e.tokens_per_minute, e.max_concurrency) == (
         "sim", "openai", "sim-1", 600, 200000, 32)
-    assert (e.timeout_s, e.max_retries, e.effective_burst) == (60.0, 6, 10)
+    assert (e.timeout_s, e.max_retries, e.burst) == (60.0, 6, None)
     d = spec.design
     assert (d.mode, d.languages, d.seeds, d.temperature, d.top_p, d.max_tokens) == (
         "item", ("en",), (1, 2, 3, 4, 5), (0.0, 0.5, 1.0), (1.0,), (64,))
