@@ -8,6 +8,7 @@ Order of decisions per request: validate (400) → requests budget (429, not cou
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import time
@@ -136,6 +137,8 @@ class SimApp:
         cell = self.reader.read(chat.messages)
         if cell is None:
             return None, (), self._completion(chat, key, seq, replies.UNKNOWN_PROMPT, "unknown_prompt", fault)
+        if chat.json_mode and cell.reply_format != "json":  # a model in JSON mode answers in JSON
+            cell = dataclasses.replace(cell, reply_format="json")
         country = self.country_of(cell)
         # Seeded requests are reproducible; unseeded ones get fresh draws per arrival, as from a real API.
         rng = Draws(self.config.seed, "answer", key) if chat.seed is not None else Draws(

@@ -27,6 +27,7 @@ class ChatRequest:
     top_p: float
     seed: int | None
     max_tokens: int | None
+    json_mode: bool = False  # response_format asked for a JSON object or schema
 
 
 def parse_request(raw: bytes) -> ChatRequest:
@@ -62,7 +63,16 @@ def parse_request(raw: bytes) -> ChatRequest:
         max_tokens=_integer(body, "max_tokens", minimum=1)
         if body.get("max_tokens") is not None
         else _integer(body, "max_completion_tokens", minimum=1),
+        json_mode=_json_mode(body.get("response_format")),
     )
+
+
+def _json_mode(response_format: object) -> bool:
+    if response_format is None:
+        return False
+    if not isinstance(response_format, dict) or not isinstance(response_format.get("type"), str):
+        raise BadRequest("'response_format' must be an object with a string 'type'", "response_format")
+    return response_format["type"] in ("json_object", "json_schema")
 
 
 def _content_text(content: object, index: int) -> str:
