@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import math
 import time
@@ -26,9 +27,10 @@ from runner.sim.faults import Fault, draw_fault, latency_s
 from runner.sim.limits import RequestBudget
 from runner.sim.log import LogEntry, RequestLog, max_in_window
 from runner.sim.respondent import AnswerModel
-from runner.sim.seeding import Draws, request_key
+from runner.sim.seeding import Draws, key_of
 
-JSON = "application/json"
+JSON = "application/json; charset=utf-8"
+HTML = "text/html; charset=utf-8"
 # The completion body as a template: formatting it is several times cheaper than json.dumps of a dict, and
 # the server's throughput is what the runner's benchmarks stand on (tests decode it with json.loads).
 _COMPLETION = (
@@ -102,7 +104,7 @@ class SimApp:
             error = {"error": {"message": str(exc), "type": "invalid_request_error", "param": exc.param, "code": None}}
             reply = _Reply(400, json.dumps(error).encode(), JSON, "bad_request", str(exc), {})
             return self._finish(seq, arrival, reply, None, "", 0, None, ())
-        key = request_key(chat.body)
+        key = key_of(chat.raw_messages, chat.body)
         wait_s = self.budget.try_acquire(arrival - self._t0)
         if wait_s > 0.0:
             return self._finish(seq, arrival, self._rate_limited(arrival, wait_s), chat, key, 0, None, ())
@@ -165,7 +167,7 @@ class SimApp:
         finish = "stop"
         if chat.max_tokens is not None and replies.estimate_tokens(text) > chat.max_tokens:
             text, finish = replies.truncate_to_tokens(text, chat.max_tokens), "length"
-        prompt_tokens = sum(replies.estimate_tokens(content) + 4 for _, content in chat.messages)
+        prompt_tokens = _prompt_tokens(chat.messages)
         completion_tokens = replies.estimate_tokens(text)
         body = _COMPLETION.format(
             id=f"chatcmpl-sim-{key[:16]}-{seq}",
@@ -239,8 +241,8 @@ class SimApp:
         headers = dict(reply.headers)
         if self.budget.minute is not None and "x-ratelimit-limit-requests" not in headers:
             headers.update(self.budget.headers(now - self._t0, 0.0))
-        return web.Response(status=reply.status or 499, body=reply.body, content_type=reply.content_type,
-                            charset="utf-8", headers=headers)
+        headers["Content-Type"] = reply.content_type
+        return web.Response(status=reply.status or 499, body=reply.body, headers=headers)
 
     # ---- other endpoints ----------------------------------------------------------------------------------
 
@@ -295,6 +297,12 @@ class SimApp:
                                   "countries": truth})
 
 
+@functools.lru_cache(maxsize=16_384)
+def _prompt_tokens(messages: tuple[tuple[str, str], ...]) -> int:
+    """Estimated prompt tokens: each message's content plus 4 tokens of chat framing."""
+    return sum(replies.estimate_tokens(content) + 4 for _, content in messages)
+
+
 def _server_error(fault: Fault) -> _Reply:
     status = (500, 502, 503)[fault.variant % 3]
     message = "The server had an error while processing your request. Sorry about that!"
@@ -308,4 +316,4 @@ def _malformed(fault: Fault, body: bytes, text: str) -> _Reply:
         cut = body[: max(1, int(len(body) * fault.fraction))]
         return _Reply(200, cut, JSON, "malformed", cut.decode("utf-8", "replace"), {})
     html = "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>"
-    return _Reply(200, html.encode(), "text/html", "malformed", html, {})
+    return _Reply(200, html.encode(), HTML, "malformed", html, {})

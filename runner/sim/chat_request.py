@@ -23,6 +23,7 @@ class ChatRequest:
     body: dict[str, Any]
     model: str
     messages: tuple[tuple[str, str], ...]  # (role, content)
+    raw_messages: tuple[tuple[str, str], ...]  # (role, content or the repr of its parts) for the request key
     temperature: float
     top_p: float
     seed: int | None
@@ -42,10 +43,13 @@ def parse_request(raw: bytes) -> ChatRequest:
     if not isinstance(messages, list) or not messages:
         raise BadRequest("'messages' must be a non-empty list", "messages")
     pairs = []
+    raw = []
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise BadRequest(f"messages[{i}] must be an object with a string 'role'", f"messages[{i}]")
-        pairs.append((message["role"], _content_text(message.get("content"), i)))
+        text = _content_text(message.get("content"), i)
+        pairs.append((message["role"], text))
+        raw.append((message["role"], text if isinstance(message["content"], str) else repr(message["content"])))
     if body.get("stream"):
         raise BadRequest("streaming is not supported by the simulator", "stream")
     if body.get("n", 1) != 1:
@@ -57,6 +61,7 @@ def parse_request(raw: bytes) -> ChatRequest:
         body=body,
         model=model,
         messages=tuple(pairs),
+        raw_messages=tuple(raw),
         temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
         top_p=_number(body, "top_p", 1.0, 0.0, 1.0),
         seed=_integer(body, "seed", minimum=None),
