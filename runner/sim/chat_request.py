@@ -16,7 +16,7 @@ class BadRequest(Exception):
         self.param = param
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs a setattr call per field, per request
 class ChatRequest:
     """The reply-deciding parts of a valid request."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping
+from functools import lru_cache
 
 # The request fields that decide the sampled answer: "same request + same seed → same reply". max_tokens is
 # left out on purpose: as with a real model, a smaller max_tokens cuts the same reply shorter.
@@ -35,11 +36,15 @@ def request_key(body: Mapping[str, object]) -> str:
 
 def key_of(messages: tuple[tuple[str, str], ...], body: Mapping[str, object]) -> str:
     """``request_key`` from already-extracted (role, content) pairs (the server's hot path)."""
-    h = hashlib.blake2b(
-        "\x1e".join(f"{role}\x1f{content}" for role, content in messages).encode(), digest_size=16
-    )
+    h = hashlib.blake2b(_messages_digest(messages), digest_size=16)
     h.update(repr([body.get(name) for name in REQUEST_FIELDS]).encode())
     return h.hexdigest()
+
+
+@lru_cache(maxsize=16_384)
+def _messages_digest(messages: tuple[tuple[str, str], ...]) -> bytes:
+    """Digest of the messages; a sweep repeats each prompt for every seed and sampling setting, so cache it."""
+    return hashlib.blake2b("\x1e".join(f"{role}\x1f{content}" for role, content in messages).encode()).digest()
 
 
 class Draws:
