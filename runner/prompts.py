@@ -195,8 +195,10 @@ def _survey_body(instrument: Instrument, cell: PromptCell, layout: dict[str, str
                 groups.append([number])
         for group in groups:
             options = _options(instrument, group[0], cell, layout, take, layout["option_join_survey"])
-            questions = [layout["question_line"].format(number=n, text=take(f"question.{n}", instrument.questions[n].text))
-                         for n in group]
+            questions = [
+                layout["question_line"].format(number=n, text=take(f"question.{n}", instrument.questions[n].text))
+                for n in group
+            ]
             lines.extend([options, *questions] if section.intro else [*questions, options])
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
