@@ -18,7 +18,7 @@ from runner.instrument import load_instrument
 from runner.parse import markers
 from runner.parse.jsonreply import first_json
 from runner.parse.labels import LabelMatcher, matcher
-from runner.parse.normalize import normalize, squash
+from runner.parse.normalize import normalize, squash, without_reasoning
 from runner.parse.result import Answer
 
 _BARE = re.compile(r"[\s*(\[\"'`]*(\d{1,3})[\s.)\]*\"'`]*")
@@ -26,7 +26,7 @@ _OPTION_FIELD = re.compile(r"\"option_?id\"\s*:\s*\"?(\d+)")
 _JSON_KEYS = ("option_id", "optionid", "option", "answer", "choice", "id", "rating", "score")
 _MARKUP = " \t\n*#>\"'`(["
 _DIGIT = re.compile(r"\d")
-_QUESTION_HINTS = ("q", "otáz", "سؤال", "问题", "第")  # some question word may stand in the text
+_QUESTION_HINTS = ("q", "otáz", "سؤال", "问题")  # some question word may stand in the text
 _AFTER_NUMBER = re.compile(r"\d\s*[-=:.(]*\s*$")
 
 
@@ -68,6 +68,8 @@ class _Candidate:
 def parse_item(text: str, ctx: Context) -> Answer:
     """The answer to ``ctx.question`` in ``text`` (already normalised or raw: normalisation is idempotent)."""
     t = normalize(text).strip()
+    if "<think" in t:
+        t = without_reasoning(t)
     if not t:
         return _answer(ctx.question, None, "no_answer")
     bare_number = _BARE.fullmatch(t)
@@ -165,7 +167,8 @@ def _numbers(t: str, ctx: Context, lead: int, echo: bool) -> list[_Candidate]:
     may_reference = any(word in t for word in _QUESTION_HINTS)
     for match in markers.NUMBER.finditer(t):
         start, end = match.span()
-        if start < skip_until or (may_reference and markers.question_reference(t, start)):
+        if start < skip_until or (may_reference and markers.question_reference(t, start)) \
+                or markers.QUESTION_AFTER.match(t, end):
             continue
         value = int(match.group(1))
         if value == 5 and markers.denominator(t, start):

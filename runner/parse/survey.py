@@ -15,12 +15,12 @@ from runner.instrument import load_instrument
 from runner.parse import markers
 from runner.parse.item import Context, context, from_json_object, from_json_value, parse_item
 from runner.parse.jsonreply import first_json
-from runner.parse.normalize import normalize
+from runner.parse.normalize import normalize, without_reasoning
 from runner.parse.result import Answer
 
 _HEADER = re.compile(
-    r"^[ \t>*_#•\-]*(?:(?:question|q|otázka|问题|السؤال|سؤال)\s*)?"
-    r"(?:[(\[](\d{1,2})[)\]]|第\s*(\d{1,2})\s*[题個个]|(\d{1,2})\s*(?:\*\*)?\s*(?:[.):\-](?!\d)|(?=\*\*)))"
+    r"^[ \t>*_#•|\-]*(?:(?:question|q|otázka|问题|السؤال|سؤال)\s*)?"
+    r"(?:[(\[](\d{1,2})[)\]]|第\s*(\d{1,2})\s*[题個个]|(\d{1,2})\s*(?:\*\*)?\s*(?:[.):|\-](?!\d)|(?=\*\*)))"
     r"[ \t]*(.*)$",
     re.M,
 )
@@ -33,6 +33,8 @@ _QUESTION_KEY = re.compile(r"\D*(\d{1,2})$")
 def parse_survey(text: str, cell: PromptCell) -> tuple[Answer, ...]:
     """One answer per question in ``cell.questions`` (in that order) from a survey reply."""
     t = normalize(text)
+    if "<think" in t:
+        t = without_reasoning(t)
     contexts = {q: context(cell.language, q, cell.option_order, cell.reply_format) for q in cell.questions}
     found: dict[int, Answer] = {}
     if "[" in t or "{" in t:
