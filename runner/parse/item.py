@@ -23,7 +23,8 @@ from runner.parse.result import Answer
 
 _BARE = re.compile(r"[\s*(\[\"'`]*(\d{1,3})[\s.)\]*\"'`]*")
 _OPTION_FIELD = re.compile(r"\"option_?id\"\s*:\s*\"?(\d+)")
-_JSON_KEYS = ("option_id", "optionid", "option", "answer", "choice", "id", "rating", "score")
+_JSON_KEYS = ("option_id", "optionid", "option", "answer", "choice", "selected_option", "response", "id", "rating",
+              "score", "value")
 _MARKUP = " \t\n*#>\"'`(["
 _DIGIT = re.compile(r"\d")
 _QUESTION_HINTS = ("q", "otáz", "سؤال", "问题")  # some question word may stand in the text

@@ -2,8 +2,8 @@
 
 A numbered list may restart its numbering per section, as the prompts of the CAT papers did (1-10, 1-4,
 1-6, 1-4; GPT-4 sample in CAT v2 Appendix I): when a number is not above the previous one, the entries
-continue with the next instrument section not yet begun. A parenthesised number that equals the question's
-own number ("1. (11) 2") is that number, not the answer. Lists that stop early leave the rest ``no_answer``.
+continue with the next instrument section not yet begun. A parenthesised question number ("1. (11) 2": above
+5, or equal to the question the entry maps to) is that number, not the answer. Lists that stop early leave the rest ``no_answer``.
 """
 
 from __future__ import annotations
@@ -121,10 +121,12 @@ def _from_list(t: str, cell: PromptCell, contexts: dict[int, Context]) -> dict[i
         previous = number
         question = base + number
         paren = _PAREN_NUMBER.match(content)
-        if paren and paren.group(2).strip() and int(paren.group(1)) in asked and int(paren.group(1)) != number:
-            question, content = int(paren.group(1)), paren.group(2)  # "1. (11) 2": 11 is the question
-        elif paren and paren.group(2).strip() and int(paren.group(1)) == question:
-            content = paren.group(2)
+        if paren and paren.group(2).strip():
+            named = int(paren.group(1))
+            # "1. (11) 2": a parenthesised number that cannot be an answer, or that equals the question
+            # this entry maps to, is the question's own number; "3. (2) very important" keeps its (2).
+            if named == question or (named > 5 and named in asked):
+                question, content = named, paren.group(2)
         if question not in asked:
             continue
         highest = max(highest, question)
