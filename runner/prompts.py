@@ -50,6 +50,8 @@ def load_templates(language: str) -> dict[str, Any]:
             raise PromptError(f"{path}: {where}{key}: missing")
         return obj[key]
 
+    if raw.get("language") != language:
+        raise PromptError(f"{path}: language: must equal the file name's stem {language!r}, got {raw.get('language')!r}")
     instructions = need(raw, "instructions", "")
     for mode in MODES:
         for framing in FRAMINGS:
@@ -114,8 +116,13 @@ def _render(cell: PromptCell) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[
     if framing.kind == "identity":
         fields["gender"] = take(f"genders.{framing.gender}", templates["genders"][framing.gender])
         fields["age"] = str(framing.age)
-    instruction = take(f"instructions.{cell.mode}.{framing.kind}",
-                       templates["instructions"][cell.mode][framing.kind]).format(**fields)
+    key = f"instructions.{cell.mode}.{framing.kind}"
+    try:
+        instruction = take(key, templates["instructions"][cell.mode][framing.kind]).format(**fields)
+    except (KeyError, IndexError, ValueError) as exc:
+        allowed = ", ".join("{" + name + "}" for name in fields) or "none"
+        raise PromptError(f"{prompts_dir() / (cell.language + '.json')}: {key}: bad placeholder {exc} "
+                          f"(allowed for framing {framing.kind!r}: {allowed})") from None
     layout = {key: take(f"layout.{key}", templates["layout"][key]) for key in _LAYOUT_KEYS}
     if cell.mode == "item":
         body = _item_body(instrument, cell, layout, take)
