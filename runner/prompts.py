@@ -51,7 +51,8 @@ def load_templates(language: str) -> dict[str, Any]:
         return obj[key]
 
     if raw.get("language") != language:
-        raise PromptError(f"{path}: language: must equal the file name's stem {language!r}, got {raw.get('language')!r}")
+        raise PromptError(f"{path}: language: must equal the file name's stem {language!r}, "
+                          f"got {raw.get('language')!r}")
     instructions = need(raw, "instructions", "")
     for mode in MODES:
         for framing in FRAMINGS:

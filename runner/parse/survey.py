@@ -1,9 +1,10 @@
 """Survey replies: all asked questions answered in one reply, as a numbered list or as JSON.
 
 A numbered list may restart its numbering per section, as the prompts of the CAT papers did (1-10, 1-4,
-1-6, 1-4; GPT-4 sample in CAT v2 Appendix I): when a number is not above the previous one, the entries
-continue with the next instrument section not yet begun. A parenthesised question number ("1. (11) 2": above
-5, or equal to the question the entry maps to) is that number, not the answer. Lists that stop early leave the rest ``no_answer``.
+1-6, 1-4; GPT-4 sample in CAT v2 Appendix I): when a number is below the previous one, the entries continue
+with the next instrument section not yet begun; the same number twice is the same question answered twice.
+A parenthesised question number ("1. (11) 2": above 5, or equal to the question the entry maps to) is that
+number, not the answer. Lists that stop early leave the rest ``no_answer``.
 """
 
 from __future__ import annotations
