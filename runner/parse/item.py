@@ -28,6 +28,9 @@ _JSON_KEYS = ("option_id", "optionid", "option", "answer", "choice", "selected_o
 _MARKUP = " \t\n*#>\"'`(["
 _DIGIT = re.compile(r"\d")
 _QUESTION_HINTS = ("q", "otáz", "سؤال", "问题")  # some question word may stand in the text
+_CJK_DIGITS = "一二三四五"
+_CJK_NUMERALS_PRESENT = re.compile(f"[{_CJK_DIGITS}]")
+_CJK_NUMERAL = re.compile(rf"(?:^|选择|选项|答案[是为:]?|选|第)\s*([{_CJK_DIGITS}])(?=个|号|项|$|[。.,!！\s(（])")
 _AFTER_NUMBER = re.compile(r"\d\s*[-=:.(]*\s*$")
 
 
@@ -146,6 +149,8 @@ def _from_text(t: str, ctx: Context, has_digit: bool) -> Answer:
     echo = t.count("=") >= 3  # the model echoed the scale ("1 = always, 2 = usually, ...")
     lead = len(t) - len(t.lstrip(_MARKUP))
     candidates = _numbers(t, ctx, lead, echo) if has_digit else []
+    if _CJK_NUMERALS_PRESENT.search(t):
+        candidates = sorted(candidates + _cjk_numerals(t, ctx), key=lambda c: c.start)
     labels = _labels(t, ctx.labels, lead, echo)
     if ctx.fallback is not None and not labels and not any(c.option for c in candidates):
         labels = _labels(t, ctx.fallback, lead, echo)
@@ -197,6 +202,12 @@ def _numbers(t: str, ctx: Context, lead: int, echo: bool) -> list[_Candidate]:
         elif value <= 99:
             found.append(_Candidate(start, end, None, "bad"))
     return found
+
+
+def _cjk_numerals(t: str, ctx: Context) -> list[_Candidate]:
+    """"选择二", "选项三", "第四个", or a lone "三": Chinese numerals as committed numbers (elsewhere 一 is a word)."""
+    return [_Candidate(m.start(1), m.end(1), ctx.order[_CJK_DIGITS.index(m.group(1))], "num", True)
+            for m in _CJK_NUMERAL.finditer(t)]
 
 
 def _labels(t: str, labels: LabelMatcher, lead: int, echo: bool) -> list[_Candidate]:
