@@ -171,10 +171,11 @@ def _numbers(t: str, ctx: Context, lead: int, echo: bool) -> list[_Candidate]:
     positions = len(ctx.order)
     skip_until = -1
     may_reference = any(word in t for word in _QUESTION_HINTS)
+    may_number_question = "题" in t or "題" in t or "问" in t  # "第3题"
     for match in markers.NUMBER.finditer(t):
         start, end = match.span()
         if start < skip_until or (may_reference and markers.question_reference(t, start)) \
-                or markers.QUESTION_AFTER.match(t, end):
+                or (may_number_question and markers.QUESTION_AFTER.match(t, end)):
             continue
         value = int(match.group(1))
         if value == 5 and markers.denominator(t, start):

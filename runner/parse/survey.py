@@ -10,6 +10,7 @@ number, not the answer. Lists that stop early leave the rest ``no_answer``.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from runner.cell import PromptCell
 from runner.instrument import load_instrument
@@ -107,10 +108,8 @@ def _from_list(t: str, cell: PromptCell, contexts: dict[int, Context]) -> dict[i
             entries = [(i, line) for i, line in enumerate(lines, start=1)]  # bare answers, one per line
         else:
             entries = [(int(m.group(1)), m.group(2)) for m in _INLINE.finditer(t)]
-    instrument = load_instrument(cell.language)
     asked = set(cell.questions)
-    starts = [min(q for q in s.questions if q in asked) for s in instrument.sections
-              if any(q in asked for q in s.questions)]
+    starts, echoes = _layout(cell.language, cell.questions)
     found: dict[int, Answer] = {}
     previous, base, highest = 0, 0, 0
     for number, content in entries:
@@ -132,11 +131,22 @@ def _from_list(t: str, cell: PromptCell, contexts: dict[int, Context]) -> dict[i
             continue
         highest = max(highest, question)
         ctx = contexts[question]
-        echo = normalize(instrument.questions[question].text).rstrip("?.:")
+        echo = echoes[question]
         if echo and echo in content:
             content = content.replace(echo, " ")
         _record(found, _parse_entry(content, ctx))
     return found
+
+
+@lru_cache(maxsize=256)
+def _layout(language: str, questions: tuple[int, ...]) -> tuple[list[int], dict[int, str]]:
+    """The first asked question of each section, and each question's normalised text (to drop echoes)."""
+    instrument = load_instrument(language)
+    asked = set(questions)
+    starts = [min(q for q in s.questions if q in asked) for s in instrument.sections
+              if any(q in asked for q in s.questions)]
+    echoes = {q: normalize(instrument.questions[q].text).rstrip("?.:") for q in questions}
+    return starts, echoes
 
 
 def _entries(t: str) -> list[tuple[int, str]]:
