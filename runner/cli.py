@@ -15,9 +15,14 @@ from runner import __version__
 
 COMMAND_MODULES = (
     "runner.commands.info",
-    "runner.commands.parse_text",
     "runner.commands.score",
+    "runner.commands.analyze",
+    "runner.commands.report",
+    "runner.commands.parse_text",
     "runner.commands.serve_sim",
+    "runner.commands.run",
+    "runner.commands.plan",
+    "runner.commands.status",
 )
 
 

@@ -1,0 +1,67 @@
+"""A run directory's parsed answers as one LazyFrame with the design factors beside each answer.
+
+The store keeps answers (``cell_key, question, option_id, status, …``) apart from responses (one row per cell
+with its factors); this joins them lazily on ``cell_key``. Two derived columns make the design explicit:
+``shuffled`` (the options were shown in a non-canonical order) and ``country`` for no-persona cells, taken
+from the prompt language (``data/reference/language_countries.csv``, the papers' convention).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import polars as pl
+
+from runner.errors import InputError
+from runner.reference import REFERENCE_DIR
+
+__all__ = ["language_countries", "load_answers"]
+
+# Response columns that the answers need: everything else in responses is bookkeeping or the reply itself.
+RESPONSE_FACTORS = ("endpoint", "model", "language", "mode", "framing", "country", "age", "gender",
+                    "reply_format", "seed", "temperature", "top_p", "max_tokens", "option_order")
+
+
+def language_countries() -> dict[str, str]:
+    """Prompt language code → the country a no-persona answer in it is compared with."""
+    with (REFERENCE_DIR / "language_countries.csv").open(newline="", encoding="utf-8") as fh:
+        return {row["language"]: row["country"] for row in csv.DictReader(fh)}
+
+
+def _parquet(folder: Path) -> pl.LazyFrame:
+    """All Parquet parts of a dataset folder."""
+    return pl.scan_parquet(folder / "*.parquet")
+
+
+def load_answers(run_dir: str | Path) -> pl.LazyFrame:
+    """Answers joined with their cell's factors (store layout), or a single answers table that has them."""
+    root = Path(run_dir)
+    answers, responses = root / "answers", root / "responses"
+    if answers.is_dir() and any(answers.glob("*.parquet")) and responses.is_dir():
+        cells = _parquet(responses)
+        have = cells.collect_schema().names()
+        cells = cells.select([c for c in ("cell_key", *RESPONSE_FACTORS) if c in have])
+        lazy = _parquet(answers).select("cell_key", "question", "option_id", "status").join(
+            cells, on="cell_key", how="left")
+        return _derive(lazy)
+    for candidate in (answers, root / "answers.parquet"):
+        if candidate.is_dir() and any(candidate.glob("*.parquet")):
+            return _derive(_parquet(candidate))
+        if candidate.is_file():
+            return _derive(pl.scan_parquet(candidate))
+    raise InputError(f"{root}: no parsed-answers dataset (looked for answers/ with responses/, or answers.parquet)")
+
+
+def _derive(lazy: pl.LazyFrame) -> pl.LazyFrame:
+    """``shuffled`` from ``option_order``; ``country`` from ``language`` where no persona gave one."""
+    names = lazy.collect_schema().names()
+    if "option_order" in names:
+        canonical = pl.lit([1, 2, 3, 4, 5], dtype=pl.List(pl.Int64))
+        lazy = lazy.with_columns(
+            shuffled=pl.col("option_order").cast(pl.List(pl.Int64)) != canonical
+        ).drop("option_order")
+    if "language" in names:
+        mapped = pl.col("language").replace_strict(language_countries(), default=None, return_dtype=pl.String)
+        lazy = lazy.with_columns(country=pl.coalesce(pl.col("country"), mapped) if "country" in names else mapped)
+    return lazy
