@@ -88,3 +88,16 @@ def test_item_answers_are_shared_immutable_values():
     assert first == second
     with pytest.raises(AttributeError):
         first.option_id = 4  # type: ignore[misc]
+
+
+def test_parenthesised_numbers_in_survey_entries():
+    cell = PromptCell("en", "survey", ALL)
+    text = "1. (3) of moderate importance\n2. (2) very important\n3. (11) 4"
+    result = parse_reply(text, cell).by_question()
+    assert (result[1].option_id, result[2].option_id) == (3, 2)  # answers in parentheses stay answers
+    assert (result[11].option_id, result[3].status) == (4, "no_answer")  # (11) cannot be an answer: a question
+
+
+@pytest.mark.parametrize("text", ['{"response": 4}', '{"selected_option": "4"}', '{"value": 4.0}'])
+def test_json_option_field_names(text):
+    assert parse_reply(text, PromptCell("en", "item", (1,), reply_format="json")).answers[0].option_id == 4

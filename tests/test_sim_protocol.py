@@ -162,6 +162,16 @@ def test_replies_use_displayed_positions_and_the_requested_format() -> None:
         assert set(reply) == {"option_id", "reason"} and reply["option_id"] == order.index(entry.answers[0]) + 1
 
 
+def test_json_mode_requests_get_json_replies() -> None:
+    async def go() -> str:
+        async with serve() as sim, aiohttp.ClientSession() as session:
+            body = chat_body(ITEM, seed=2) | {"response_format": {"type": "json_object"}}
+            return content((await post(session, sim.base_url, body))[2])
+
+    reply = json.loads(run(go()))
+    assert reply["option_id"] in range(1, 6) and isinstance(reply["reason"], str)
+
+
 def test_a_prompt_without_a_survey_question_gets_a_polite_non_answer() -> None:
     async def go() -> tuple[int, str, SimServer]:
         async with serve() as sim, aiohttp.ClientSession() as session:

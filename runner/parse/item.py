@@ -18,15 +18,19 @@ from runner.instrument import load_instrument
 from runner.parse import markers
 from runner.parse.jsonreply import first_json
 from runner.parse.labels import LabelMatcher, matcher
-from runner.parse.normalize import normalize, squash
+from runner.parse.normalize import normalize, squash, without_reasoning
 from runner.parse.result import Answer
 
 _BARE = re.compile(r"[\s*(\[\"'`]*(\d{1,3})[\s.)\]*\"'`]*")
 _OPTION_FIELD = re.compile(r"\"option_?id\"\s*:\s*\"?(\d+)")
-_JSON_KEYS = ("option_id", "optionid", "option", "answer", "choice", "id", "rating", "score")
+_JSON_KEYS = ("option_id", "optionid", "option", "answer", "choice", "selected_option", "response", "id", "rating",
+              "score", "value")
 _MARKUP = " \t\n*#>\"'`(["
 _DIGIT = re.compile(r"\d")
-_QUESTION_HINTS = ("q", "otáz", "سؤال", "问题", "第")  # some question word may stand in the text
+_QUESTION_HINTS = ("q", "otáz", "سؤال", "问题")  # some question word may stand in the text
+_CJK_DIGITS = "一二三四五"
+_CJK_NUMERALS_PRESENT = re.compile(f"[{_CJK_DIGITS}]")
+_CJK_NUMERAL = re.compile(rf"(?:^|选择|选项|答案[是为:]?|选|第)\s*([{_CJK_DIGITS}])(?=个|号|项|$|[。.,!！\s(（])")
 _AFTER_NUMBER = re.compile(r"\d\s*[-=:.(]*\s*$")
 
 
@@ -68,6 +72,8 @@ class _Candidate:
 def parse_item(text: str, ctx: Context) -> Answer:
     """The answer to ``ctx.question`` in ``text`` (already normalised or raw: normalisation is idempotent)."""
     t = normalize(text).strip()
+    if "<think" in t:
+        t = without_reasoning(t)
     if not t:
         return _answer(ctx.question, None, "no_answer")
     bare_number = _BARE.fullmatch(t)
@@ -143,6 +149,8 @@ def _from_text(t: str, ctx: Context, has_digit: bool) -> Answer:
     echo = t.count("=") >= 3  # the model echoed the scale ("1 = always, 2 = usually, ...")
     lead = len(t) - len(t.lstrip(_MARKUP))
     candidates = _numbers(t, ctx, lead, echo) if has_digit else []
+    if _CJK_NUMERALS_PRESENT.search(t):
+        candidates = sorted(candidates + _cjk_numerals(t, ctx), key=lambda c: c.start)
     labels = _labels(t, ctx.labels, lead, echo)
     if ctx.fallback is not None and not labels and not any(c.option for c in candidates):
         labels = _labels(t, ctx.fallback, lead, echo)
@@ -163,9 +171,11 @@ def _numbers(t: str, ctx: Context, lead: int, echo: bool) -> list[_Candidate]:
     positions = len(ctx.order)
     skip_until = -1
     may_reference = any(word in t for word in _QUESTION_HINTS)
+    may_number_question = "题" in t or "題" in t or "问" in t  # "第3题"
     for match in markers.NUMBER.finditer(t):
         start, end = match.span()
-        if start < skip_until or (may_reference and markers.question_reference(t, start)):
+        if start < skip_until or (may_reference and markers.question_reference(t, start)) \
+                or (may_number_question and markers.QUESTION_AFTER.match(t, end)):
             continue
         value = int(match.group(1))
         if value == 5 and markers.denominator(t, start):
@@ -193,6 +203,12 @@ def _numbers(t: str, ctx: Context, lead: int, echo: bool) -> list[_Candidate]:
         elif value <= 99:
             found.append(_Candidate(start, end, None, "bad"))
     return found
+
+
+def _cjk_numerals(t: str, ctx: Context) -> list[_Candidate]:
+    """"选择二", "选项三", "第四个", or a lone "三": Chinese numerals as committed numbers (elsewhere 一 is a word)."""
+    return [_Candidate(m.start(1), m.end(1), ctx.order[_CJK_DIGITS.index(m.group(1))], "num", True)
+            for m in _CJK_NUMERAL.finditer(t)]
 
 
 def _labels(t: str, labels: LabelMatcher, lead: int, echo: bool) -> list[_Candidate]:

@@ -20,6 +20,11 @@ from runner.parse.normalize import bare, normalize
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
 
 
+def _glues(char: str) -> bool:
+    """Whether ``char`` would make a spaced-script label part of a longer word (CJK characters do not)."""
+    return char.isalnum() and not "\u3040" <= char <= "\u9fff"
+
+
 @dataclass(frozen=True, slots=True)
 class LabelMatcher:
     """Finds the labels of one scale in normalised text."""
@@ -43,8 +48,8 @@ class LabelMatcher:
             at = text.find(phrase)
             while at != -1:
                 end = at + len(phrase)
-                if (not bounded or ((at == 0 or not text[at - 1].isalnum())
-                                    and (end == len(text) or not text[end].isalnum()))) \
+                if (not bounded or ((at == 0 or not _glues(text[at - 1]))
+                                    and (end == len(text) or not _glues(text[end])))) \
                         and not any(s < end and at < e for s, e, _ in taken):
                     taken.append((at, end, option))
                 at = text.find(phrase, at + 1)

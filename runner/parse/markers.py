@@ -32,7 +32,8 @@ FILLERS = (
 # Words that negate the label after them: "not very important", "不是非常重要", "ليس مهم جدا".
 NEGATIONS = ("not", "n't", "nie", "ne", "nie je", "ليس", "غير", "لست", "不", "不是", "并不", "没有")
 # Words before a number that make it a question reference: "Question 3", "Q 3", "第3题", "السؤال 3".
-QUESTION_WORDS = ("question", "q", "otázka", "otázku", "otázke", "otázky", "السؤال", "سؤال", "问题", "第")
+QUESTION_WORDS = ("question", "q", "otázka", "otázku", "otázke", "otázky", "السؤال", "سؤال", "问题")
+QUESTION_AFTER = re.compile(r"\s*[题題问]")  # "第3题": question 3 (but "第3个选项" is the third option)
 
 
 def _alternation(words: tuple[str, ...]) -> str:

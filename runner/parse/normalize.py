@@ -49,3 +49,14 @@ def bare(text: str) -> str:
 def squash(normalized: str) -> str:
     """Already normalised text without punctuation, markup or spaces."""
     return _NON_WORD.sub("", normalized)
+
+
+_REASONING = re.compile(r"<think(?:ing)?>.*?(?:</think(?:ing)?>|$)", re.S)
+
+
+def without_reasoning(normalized: str) -> str:
+    """``normalized`` without reasoning blocks (``<think>…</think>``; an unclosed one runs to the end), stripped.
+
+    Reasoning models weigh several options before answering; only the text after the block is the reply.
+    """
+    return _REASONING.sub(" ", normalized).strip()

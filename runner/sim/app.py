@@ -8,6 +8,8 @@ Order of decisions per request: validate (400) → requests budget (429, not cou
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import json
 import math
 import time
@@ -25,9 +27,21 @@ from runner.sim.faults import Fault, draw_fault, latency_s
 from runner.sim.limits import RequestBudget
 from runner.sim.log import LogEntry, RequestLog, max_in_window
 from runner.sim.respondent import AnswerModel
-from runner.sim.seeding import derived_rng, request_key
+from runner.sim.seeding import Draws, key_of
 
-JSON = "application/json"
+JSON = "application/json; charset=utf-8"
+HTML = "text/html; charset=utf-8"
+# The completion body as a template: formatting it is several times cheaper than json.dumps of a dict, and
+# the server's throughput is what the runner's benchmarks stand on (tests decode it with json.loads).
+_COMPLETION = (
+    '{{"id": "{id}", "object": "chat.completion", "created": {created}, "model": {model}, '
+    f'"system_fingerprint": "hofcat-sim-{__version__}", '
+    '"choices": [{{"index": 0, "message": {{"role": "assistant", "content": {content}}}, "logprobs": null, '
+    '"finish_reason": "{finish}"}}], '
+    '"usage": {{"prompt_tokens": {prompt_tokens}, "completion_tokens": {completion_tokens}, '
+    '"total_tokens": {total_tokens}}}}}'
+)
+_json_string = json.encoder.encode_basestring  # type: ignore[attr-defined]  # str → JSON string literal
 
 
 class PromptReader(Protocol):
@@ -90,7 +104,7 @@ class SimApp:
             error = {"error": {"message": str(exc), "type": "invalid_request_error", "param": exc.param, "code": None}}
             reply = _Reply(400, json.dumps(error).encode(), JSON, "bad_request", str(exc), {})
             return self._finish(seq, arrival, reply, None, "", 0, None, ())
-        key = request_key(chat.body)
+        key = key_of(chat.raw_messages, chat.body)
         wait_s = self.budget.try_acquire(arrival - self._t0)
         if wait_s > 0.0:
             return self._finish(seq, arrival, self._rate_limited(arrival, wait_s), chat, key, 0, None, ())
@@ -125,8 +139,11 @@ class SimApp:
         cell = self.reader.read(chat.messages)
         if cell is None:
             return None, (), self._completion(chat, key, seq, replies.UNKNOWN_PROMPT, "unknown_prompt", fault)
+        if chat.json_mode and cell.reply_format != "json":  # a model in JSON mode answers in JSON
+            cell = dataclasses.replace(cell, reply_format="json")
         country = self.country_of(cell)
-        rng = derived_rng(self.config.seed, "answer", key) if chat.seed is not None else derived_rng(
+        # Seeded requests are reproducible; unseeded ones get fresh draws per arrival, as from a real API.
+        rng = Draws(self.config.seed, "answer", key) if chat.seed is not None else Draws(
             self.config.seed, "answer-unseeded", seq
         )
         answers = tuple(self.model.sample(country, q, chat.temperature, chat.top_p, rng) for q in cell.questions)
@@ -150,24 +167,18 @@ class SimApp:
         finish = "stop"
         if chat.max_tokens is not None and replies.estimate_tokens(text) > chat.max_tokens:
             text, finish = replies.truncate_to_tokens(text, chat.max_tokens), "length"
-        prompt_tokens = sum(replies.estimate_tokens(content) + 4 for _, content in chat.messages)
+        prompt_tokens = _prompt_tokens(chat.messages)
         completion_tokens = replies.estimate_tokens(text)
-        payload: dict[str, Any] = {
-            "id": f"chatcmpl-sim-{key[:16]}-{seq}",
-            "object": "chat.completion",
-            "created": int(self._t0_unix + (time.monotonic() - self._t0)),
-            "model": chat.model,
-            "system_fingerprint": f"hofcat-sim-{__version__}",
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None, "finish_reason": finish}
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        }
-        body = json.dumps(payload, ensure_ascii=False).encode()
+        body = _COMPLETION.format(
+            id=f"chatcmpl-sim-{key[:16]}-{seq}",
+            created=int(self._t0_unix + (time.monotonic() - self._t0)),
+            model=_json_string(chat.model),
+            content=_json_string(text),
+            finish=finish,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            total_tokens=prompt_tokens + completion_tokens,
+        ).encode()
         if fault.kind == "malformed":
             return _malformed(fault, body, text)
         return _Reply(200, body, JSON, outcome, text, {})
@@ -230,8 +241,8 @@ class SimApp:
         headers = dict(reply.headers)
         if self.budget.minute is not None and "x-ratelimit-limit-requests" not in headers:
             headers.update(self.budget.headers(now - self._t0, 0.0))
-        return web.Response(status=reply.status or 499, body=reply.body, content_type=reply.content_type,
-                            charset="utf-8", headers=headers)
+        headers["Content-Type"] = reply.content_type
+        return web.Response(status=reply.status or 499, body=reply.body, headers=headers)
 
     # ---- other endpoints ----------------------------------------------------------------------------------
 
@@ -286,6 +297,12 @@ class SimApp:
                                   "countries": truth})
 
 
+@functools.lru_cache(maxsize=16_384)
+def _prompt_tokens(messages: tuple[tuple[str, str], ...]) -> int:
+    """Estimated prompt tokens: each message's content plus 4 tokens of chat framing."""
+    return sum(replies.estimate_tokens(content) + 4 for _, content in messages)
+
+
 def _server_error(fault: Fault) -> _Reply:
     status = (500, 502, 503)[fault.variant % 3]
     message = "The server had an error while processing your request. Sorry about that!"
@@ -299,4 +316,4 @@ def _malformed(fault: Fault, body: bytes, text: str) -> _Reply:
         cut = body[: max(1, int(len(body) * fault.fraction))]
         return _Reply(200, cut, JSON, "malformed", cut.decode("utf-8", "replace"), {})
     html = "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>"
-    return _Reply(200, html.encode(), "text/html", "malformed", html, {})
+    return _Reply(200, html.encode(), HTML, "malformed", html, {})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -133,7 +134,7 @@ class SimConfig:
             raise SimConfigError("log_limit", self.log_limit, "an integer >= 0")
         self.latency.validate()
 
-    @property
+    @cached_property
     def any_attempt_fault(self) -> bool:
         """True when some fault is drawn per attempt (the server then counts attempts per request)."""
         return any(

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: frozen __init__ is several times slower, and one is made per request
 class LogEntry:
     """One request as the server saw and answered it."""
 
