@@ -15,6 +15,7 @@ from runner import __version__
 
 COMMAND_MODULES = (
     "runner.commands.info",
+    "runner.commands.parse_text",
     "runner.commands.serve_llm",
 )
 

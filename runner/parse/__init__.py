@@ -1,0 +1,27 @@
+"""Reply text + the cell that asked it -> one answer (option ID 1-5 or none, with a status) per question.
+
+Public API: ``parse_reply``, ``apply_policies``, ``Policy``, ``Answer``, ``ParseResult``, ``PARSER_VERSION``,
+``STATUSES``. The raw text is only read; parsing is pure and versioned, so stored runs can be re-parsed.
+Module map: normalize (digits, scripts), labels (option labels), markers (cues, hedges, refusals),
+jsonreply, item (one question), survey (numbered lists, JSON lists), policy.
+"""
+
+from __future__ import annotations
+
+from runner.cell import PromptCell
+from runner.parse.item import context, parse_item
+from runner.parse.policy import Policy, PolicyError, apply_policies
+from runner.parse.result import PARSER_VERSION, STATUSES, Answer, ParseResult, Status
+from runner.parse.survey import parse_survey
+
+__all__ = ["PARSER_VERSION", "STATUSES", "Answer", "ParseResult", "Policy", "PolicyError", "Status",
+           "apply_policies", "parse_reply"]
+
+
+def parse_reply(text: str, cell: PromptCell) -> ParseResult:
+    """Parse ``text``, the reply to ``cell``, into one ``Answer`` per question in ``cell.questions``."""
+    if cell.mode == "item":
+        question = cell.questions[0]
+        ctx = context(cell.language, question, cell.option_order, cell.reply_format)
+        return ParseResult((parse_item(text, ctx),))
+    return ParseResult(parse_survey(text, cell))

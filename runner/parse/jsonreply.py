@@ -1,0 +1,25 @@
+"""JSON inside a reply: a bare object, one in a ```json fence, or one followed by chatter."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+_DECODER = json.JSONDecoder()
+
+
+def first_json(text: str, opener: str = "{") -> Any | None:
+    """The first JSON value starting at an ``opener`` ("{" or "[") in ``text`` that decodes, else None.
+
+    Tries at most the first four openers, so a reply full of braces costs little.
+    """
+    start = text.find(opener)
+    tries = 0
+    while start != -1 and tries < 4:
+        try:
+            value, _ = _DECODER.raw_decode(text, start)
+            return value
+        except ValueError:
+            tries += 1
+            start = text.find(opener, start + 1)
+    return None
