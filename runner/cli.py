@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "runner.commands.status",
     "runner.commands.serve_sim",
     "runner.commands.serve_llm",
+    "runner.commands.demo",
 )
 
 
