@@ -145,7 +145,7 @@ class Executor:
             self.progress.note(f"endpoint {config.name!r}: the {provider.name} API takes no "
                                f"{', '.join(sorted(provider.unsupported))}; requests are sent without it")
         rpw = config.requests_per_minute
-        limiter = RateLimiter(rpw, config.tokens_per_minute, window_s=config.rate_window_s, burst=config.effective_burst)
+        limiter = RateLimiter(rpw, config.tokens_per_minute, window_s=config.rate_window_s, burst=config.burst)
         gate = AdaptiveConcurrency(config.max_concurrency)
         stats = self.stats.endpoints.setdefault(config.name, EndpointStats(config.name, rpw, config.max_concurrency))
         stats.in_flight = lambda: gate.in_flight
@@ -182,30 +182,32 @@ class Executor:
         async def attempt():
             if self._stop.is_set():
                 raise Interrupted("stopping: no new attempts")
-            await endpoint.gate.acquire()
+            await endpoint.gate.acquire(self._sleep)
             try:
                 if self._stop.is_set():
                     raise Interrupted("stopping: no new attempts")
-                handle = await endpoint.limiter.acquire(input_estimate + s.max_tokens, self._sleep)
+                ticket = await endpoint.limiter.acquire(input_estimate + s.max_tokens, self._sleep)
                 t0 = time.monotonic()
+                reply = None
                 try:
                     reply = await send(endpoint.session, endpoint.provider, call)
                 except RequestError as exc:
                     last["status"] = exc.status
                     if isinstance(exc, RateLimited):
                         endpoint.stats.rate_limited += 1
-                        endpoint.gate.on_rate_limited()
+                        endpoint.gate.on_rate_limited(exc.retry_after_s)
                     raise
                 finally:
                     last["latency_s"] = time.monotonic() - t0
+                    used = None
+                    if reply is not None and (reply.input_tokens is not None or reply.output_tokens is not None):
+                        used = (reply.input_tokens or 0) + (reply.output_tokens or 0)
+                    endpoint.limiter.release(ticket, used)
                 last["status"] = 200
-                used = (reply.input_tokens or 0) + (reply.output_tokens or 0)
-                if reply.input_tokens is not None or reply.output_tokens is not None:
-                    endpoint.limiter.correct(handle, used)
-                await endpoint.gate.on_success()
+                endpoint.gate.on_success()
                 return reply
             finally:
-                await endpoint.gate.release()
+                endpoint.gate.release()
 
         def on_retry(exc: BaseException, wait_s: float) -> None:
             endpoint.stats.retries += 1
