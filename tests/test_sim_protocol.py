@@ -10,7 +10,7 @@ import pytest
 from _sim_client import SCORES, chat_body, content, post, run
 
 from runner.cell import Framing, PromptCell
-from runner.sim import SimConfig, SimServer
+from runner.sim import SimConfig, SimServer, request_key
 
 ITEM = PromptCell("en", "item", (7,), Framing("persona", "China"))
 SURVEY = PromptCell("en", "survey", tuple(range(1, 25)), Framing("persona", "Germany"))
@@ -160,6 +160,24 @@ def test_replies_use_displayed_positions_and_the_requested_format() -> None:
     for text, entry in zip(js, entries[30:], strict=True):
         reply = json.loads(text)
         assert set(reply) == {"option_id", "reason"} and reply["option_id"] == order.index(entry.answers[0]) + 1
+
+
+def test_content_parts_are_read_like_strings_and_keyed_like_the_log() -> None:
+    plain = chat_body(ITEM, seed=4)
+    parts = dict(plain, messages=[{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]}
+                                  for m in plain["messages"]])
+
+    async def go() -> tuple[str, str, SimServer]:
+        async with serve() as sim, aiohttp.ClientSession() as session:
+            a = content((await post(session, sim.base_url, plain))[2])
+            b = content((await post(session, sim.base_url, parts))[2])
+            return a, b, sim
+
+    a, b, sim = run(go())
+    first, second = sim.log.entries()
+    assert first.questions == second.questions == (7,) and first.country == second.country == "China"
+    assert [first.request_key, second.request_key] == [request_key(plain), request_key(parts)]
+    assert first.request_key != second.request_key and a in "12345" and b in "12345"
 
 
 def test_json_mode_requests_get_json_replies() -> None:
