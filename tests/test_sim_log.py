@@ -41,6 +41,7 @@ def test_log_records_exactly_what_was_sent(tmp_path: Path) -> None:
     for (key, status, _, text), entry in zip(sent, entries, strict=True):
         assert entry["request_key"] == key and entry["status"] == status
         assert entry["reply"] == (content(text) if status == 200 else json.loads(text)["error"]["message"])
+        assert entry["finish_reason"] == ("stop" if status == 200 else None)
     assert [e["arrival_s"] for e in entries] == sorted(e["arrival_s"] for e in entries)
     assert over_http["total"] == 30 and over_http["entries"] == entries[10:]
     assert [json.loads(line) for line in log_path.read_text().splitlines()] == entries

@@ -125,19 +125,20 @@ def test_unseeded_requests_still_answer_and_vary() -> None:
 
 
 def test_survey_reply_is_a_numbered_list_and_max_tokens_truncates() -> None:
-    async def go() -> tuple[str, dict]:
+    async def go() -> tuple[str, dict, SimServer]:
         async with serve() as sim, aiohttp.ClientSession() as session:
             full = content((await post(session, sim.base_url, chat_body(SURVEY, seed=1)))[2])
             _, _, text = await post(session, sim.base_url, chat_body(SURVEY, seed=1, max_tokens=10))
-            return full, json.loads(text)
+            return full, json.loads(text), sim
 
-    full, cut = run(go())
+    full, cut, sim = run(go())
     lines = full.splitlines()
     assert [line.split(". ")[0] for line in lines] == [str(q) for q in range(1, 25)]
     assert all(line.split(". ")[1] in {"1", "2", "3", "4", "5"} for line in lines)
     assert cut["choices"][0]["finish_reason"] == "length"
     assert cut["usage"]["completion_tokens"] <= 10
     assert full.startswith(cut["choices"][0]["message"]["content"])
+    assert [e.finish_reason for e in sim.log.entries()] == ["stop", "length"]
 
 
 def test_replies_use_displayed_positions_and_the_requested_format() -> None:

@@ -1,8 +1,8 @@
 """The aiohttp application: OpenAI-compatible chat completions answered by simulated respondents, with faults.
 
-Order of decisions per request: validate (400) → requests budget (429, not counted as an attempt) → fault draw
-(5xx, malformed 200, hang) → latency → read the prompt → sample answers → reply text (refusal, chatty, plain)
-→ max_tokens truncation → log.
+Order of decisions per request: validate (400) → request and token budgets (429, not counted as an attempt)
+→ fault draw (5xx, malformed 200, hang) → latency → read the prompt → sample answers → reply text (refusal,
+chatty, plain) → max_tokens truncation → log.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ class _Reply:
     outcome: str
     text: str
     headers: dict[str, str]
+    finish_reason: str | None = None
 
 
 class SimApp:
@@ -181,7 +182,7 @@ class SimApp:
         ).encode()
         if fault.kind == "malformed":
             return _malformed(fault, body, text)
-        return _Reply(200, body, JSON, outcome, text, {})
+        return _Reply(200, body, JSON, outcome, text, {}, finish)
 
     def _rate_limited(self, arrival: float, refusal: Refusal, chat: ChatRequest) -> _Reply:
         if math.isinf(refusal.wait_s):  # more tokens than the whole per-minute budget: retrying cannot help
@@ -242,6 +243,7 @@ class SimApp:
                 reply_format=cell.reply_format if cell else None,
                 answers=answers,
                 reply=reply.text,
+                finish_reason=reply.finish_reason,
                 service_ms=(now - arrival) * 1000.0,
             )
         )

@@ -39,6 +39,7 @@ class LogEntry:
     reply_format: str | None
     answers: tuple[int | None, ...]  # chosen option IDs, aligned with questions (None: not answered)
     reply: str  # the assistant content sent, or the raw body for malformed replies and errors
+    finish_reason: str | None  # "stop" | "length" (max_tokens cut the reply: it may show only some answers)
     service_ms: float  # time from arrival to the answer being handed to the transport
 
     def as_json(self) -> dict[str, object]:
