@@ -86,7 +86,8 @@ async def _with_config(config: SimConfig, bodies: list[dict]) -> list[str]:
 
 
 def test_temperature_zero_answers_the_mode_deterministically() -> None:
-    cells = [PromptCell("en", "item", (q,), Framing("persona", c)) for q in (2, 7, 13, 16) for c in ("China", "U.S.A.", "Slovak Rep")]
+    cells = [PromptCell("en", "item", (q,), Framing("persona", c))
+             for q in (2, 7, 13, 16) for c in ("China", "U.S.A.", "Slovak Rep")]
 
     async def go() -> tuple[dict, dict, SimServer]:
         greedy: dict[PromptCell, set[str]] = {}

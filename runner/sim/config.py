@@ -40,7 +40,7 @@ class Latency:
 
     @classmethod
     def parse(cls, text: str) -> Latency:
-        """``"50"``, ``"fixed:50"``, ``"uniform:20:80"``, ``"exponential:100"`` or ``"lognormal:200:0.5"`` → Latency."""
+        """``"50"``, ``"fixed:50"``, ``"uniform:20:80"``, ``"exponential:100"``, ``"lognormal:200:0.5"`` → Latency."""
         parts = text.strip().split(":")
         allowed = "NUMBER, fixed:MS, uniform:LO_MS:HI_MS, exponential:MEAN_MS or lognormal:MEDIAN_MS:SIGMA"
         try:

@@ -66,7 +66,9 @@ class Refusal:
 class RequestBudget:
     """Requests per minute, requests per second (burst) and tokens per minute; None = unlimited."""
 
-    def __init__(self, requests_per_minute: int | None, burst: int | None, tokens_per_minute: int | None = None) -> None:
+    def __init__(
+        self, requests_per_minute: int | None, burst: int | None, tokens_per_minute: int | None = None
+    ) -> None:
         self.minute = SlidingWindow(requests_per_minute, 60.0) if requests_per_minute else None
         self.second = SlidingWindow(burst, 1.0) if burst else None
         self.tokens = SlidingWindow(tokens_per_minute, 60.0) if tokens_per_minute else None
