@@ -86,6 +86,7 @@ def test_thread_server_serves_a_subprocess_client() -> None:
         out = subprocess.run([sys.executable, "-c", script, sim.base_url, body], capture_output=True, text=True,
                              timeout=60, check=True).stdout.strip()
         assert [e.reply for e in sim.log.entries()] == [out]
+        assert sim.stats()["by_outcome"] == {"ok": 1}
 
 
 def test_serve_sim_command_announces_its_url_and_stops_on_sigterm() -> None:
@@ -100,6 +101,7 @@ def test_serve_sim_command_announces_its_url_and_stops_on_sigterm() -> None:
 
         status, stats = run(go())
         assert status == 200 and stats["total"] == 1
+        assert sim.stats()["total"] == 1 and [e["seq"] for e in sim.log_entries()] == [0]
         assert stats["config"]["requests_per_minute"] == 100 and stats["config"]["chatty_rate"] == 0.5
         assert sim.process is not None
         sim.process.send_signal(signal.SIGTERM)
