@@ -121,3 +121,15 @@ def test_serve_sim_help() -> None:
     result = subprocess.run([sys.executable, "-m", "runner.cli", "serve-sim", "--help"], capture_output=True,
                             text=True, timeout=60, check=True)
     assert "--rpm" in result.stdout and "--refusal-rate" in result.stdout
+
+
+def test_serve_sim_reports_a_busy_port() -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "runner.cli", "serve-sim", "--port", str(port)],
+                                capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in result.stderr
