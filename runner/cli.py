@@ -19,10 +19,12 @@ COMMAND_MODULES = (
     "runner.commands.analyze",
     "runner.commands.report",
     "runner.commands.parse_text",
-    "runner.commands.serve_sim",
-    "runner.commands.run",
     "runner.commands.plan",
+    "runner.commands.run",
     "runner.commands.status",
+    "runner.commands.serve_sim",
+    "runner.commands.serve_llm",
+    "runner.commands.demo",
 )
 
 
