@@ -89,7 +89,8 @@ def test_thread_server_serves_a_subprocess_client() -> None:
         assert sim.stats()["by_outcome"] == {"ok": 1}
 
 
-def test_serve_sim_command_announces_its_url_and_stops_on_sigterm() -> None:
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_serve_sim_command_announces_its_url_and_stops_on_a_signal(stop: signal.Signals) -> None:
     with SimProcess(["--seed", "3", "--rpm", "100", "--chatty-rate", "0.5"]) as sim:
         assert sim.base_url.startswith("http://127.0.0.1:") and sim.base_url.endswith("/v1")
 
@@ -104,7 +105,7 @@ def test_serve_sim_command_announces_its_url_and_stops_on_sigterm() -> None:
         assert sim.stats()["total"] == 1 and [e["seq"] for e in sim.log_entries()] == [0]
         assert stats["config"]["requests_per_minute"] == 100 and stats["config"]["chatty_rate"] == 0.5
         assert sim.process is not None
-        sim.process.send_signal(signal.SIGTERM)
+        sim.process.send_signal(stop)
         assert sim.process.wait(timeout=30) == 0
 
 
