@@ -7,8 +7,9 @@ completion); one plain aiohttp client loop sends the same item prompts to each, 
 checked before timing: every simulated reply is a valid completion whose answer parses (runner.parse) to the
 option the server logged. Two rates per server: requests per wall second (what a client sees; on a shared
 machine it includes the client's own cost and other load) and requests per CPU second of the server process
-(user + system, from psutil: the server's own capacity, robust to load). The ratio sim / bare says what the
-simulation costs on top of HTTP handling.
+(user + system, from psutil: the server's own capacity, robust to load), plus the client's own CPU rate (on
+two cores the client, not the server, bounds the wall rate). The ratio sim / bare says what the simulation
+costs on top of HTTP handling.
 """
 
 from __future__ import annotations
@@ -73,11 +74,11 @@ def cpu_s(pid: int) -> float:
     return times.user + times.system
 
 
-def timed(base_url: str, pid: int, bodies: list[bytes], concurrency: int) -> tuple[float, float]:
-    """(wall seconds, server CPU seconds) to answer every body."""
-    before = cpu_s(pid)
+def timed(base_url: str, pid: int, bodies: list[bytes], concurrency: int) -> tuple[float, float, float]:
+    """(wall seconds, server CPU seconds, client CPU seconds) to answer every body."""
+    before, client_before = cpu_s(pid), time.process_time()
     wall, _ = asyncio.run(blast(base_url, bodies, concurrency))
-    return wall, cpu_s(pid) - before
+    return wall, cpu_s(pid) - before, time.process_time() - client_before
 
 
 async def blast(base_url: str, bodies: list[bytes], concurrency: int) -> tuple[float, list[dict[str, Any]]]:
@@ -137,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         with SimProcess(["--seed", "1"]) as sim:
             assert sim.process is not None
             checked = asyncio.run(check_correct(sim.base_url, bodies[:500], args.concurrency))
-            sim_s, sim_cpu = timed(sim.base_url, sim.process.pid, bodies, args.concurrency)
-        bare_s, bare_cpu = timed(bare_url, bare.pid, bodies, args.concurrency)
+            sim_s, sim_cpu, client_cpu = timed(sim.base_url, sim.process.pid, bodies, args.concurrency)
+        bare_s, bare_cpu, _ = timed(bare_url, bare.pid, bodies, args.concurrency)
     finally:
         bare.terminate()
         bare.wait(timeout=30)
@@ -148,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         "bare_requests_per_wall_s": round(args.requests / bare_s, 1),
         "sim_requests_per_server_cpu_s": round(args.requests / sim_cpu, 1),
         "bare_requests_per_server_cpu_s": round(args.requests / bare_cpu, 1),
+        "client_requests_per_cpu_s": round(args.requests / client_cpu, 1),
         "ratio_sim_over_bare_wall": round(bare_s / sim_s, 3),
         "ratio_sim_over_bare_cpu": round(bare_cpu / sim_cpu, 3),
     }

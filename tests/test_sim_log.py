@@ -41,6 +41,7 @@ def test_log_records_exactly_what_was_sent(tmp_path: Path) -> None:
     for (key, status, _, text), entry in zip(sent, entries, strict=True):
         assert entry["request_key"] == key and entry["status"] == status
         assert entry["reply"] == (content(text) if status == 200 else json.loads(text)["error"]["message"])
+        assert entry["finish_reason"] == ("stop" if status == 200 else None)
     assert [e["arrival_s"] for e in entries] == sorted(e["arrival_s"] for e in entries)
     assert over_http["total"] == 30 and over_http["entries"] == entries[10:]
     assert [json.loads(line) for line in log_path.read_text().splitlines()] == entries
@@ -85,9 +86,11 @@ def test_thread_server_serves_a_subprocess_client() -> None:
         out = subprocess.run([sys.executable, "-c", script, sim.base_url, body], capture_output=True, text=True,
                              timeout=60, check=True).stdout.strip()
         assert [e.reply for e in sim.log.entries()] == [out]
+        assert sim.stats()["by_outcome"] == {"ok": 1}
 
 
-def test_serve_sim_command_announces_its_url_and_stops_on_sigterm() -> None:
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_serve_sim_command_announces_its_url_and_stops_on_a_signal(stop: signal.Signals) -> None:
     with SimProcess(["--seed", "3", "--rpm", "100", "--chatty-rate", "0.5"]) as sim:
         assert sim.base_url.startswith("http://127.0.0.1:") and sim.base_url.endswith("/v1")
 
@@ -99,9 +102,10 @@ def test_serve_sim_command_announces_its_url_and_stops_on_sigterm() -> None:
 
         status, stats = run(go())
         assert status == 200 and stats["total"] == 1
+        assert sim.stats()["total"] == 1 and [e["seq"] for e in sim.log_entries()] == [0]
         assert stats["config"]["requests_per_minute"] == 100 and stats["config"]["chatty_rate"] == 0.5
         assert sim.process is not None
-        sim.process.send_signal(signal.SIGTERM)
+        sim.process.send_signal(stop)
         assert sim.process.wait(timeout=30) == 0
 
 
@@ -118,3 +122,15 @@ def test_serve_sim_help() -> None:
     result = subprocess.run([sys.executable, "-m", "runner.cli", "serve-sim", "--help"], capture_output=True,
                             text=True, timeout=60, check=True)
     assert "--rpm" in result.stdout and "--refusal-rate" in result.stdout
+
+
+def test_serve_sim_reports_a_busy_port() -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "runner.cli", "serve-sim", "--port", str(port)],
+                                capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in result.stderr

@@ -1,8 +1,8 @@
 """The aiohttp application: OpenAI-compatible chat completions answered by simulated respondents, with faults.
 
-Order of decisions per request: validate (400) → requests budget (429, not counted as an attempt) → fault draw
-(5xx, malformed 200, hang) → latency → read the prompt → sample answers → reply text (refusal, chatty, plain)
-→ max_tokens truncation → log.
+Order of decisions per request: validate (400) → request and token budgets (429, not counted as an attempt)
+→ fault draw (5xx, malformed 200, hang) → latency → read the prompt → sample answers → reply text (refusal,
+chatty, plain) → max_tokens truncation → log.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from runner.sim import replies
 from runner.sim.chat_request import BadRequest, ChatRequest, parse_request
 from runner.sim.config import SimConfig
 from runner.sim.faults import Fault, draw_fault, latency_s
-from runner.sim.limits import RequestBudget
+from runner.sim.limits import Refusal, RequestBudget
 from runner.sim.log import LogEntry, RequestLog, max_in_window
 from runner.sim.respondent import AnswerModel
 from runner.sim.seeding import Draws, key_of
@@ -62,6 +62,7 @@ class _Reply:
     outcome: str
     text: str
     headers: dict[str, str]
+    finish_reason: str | None = None
 
 
 class SimApp:
@@ -72,7 +73,7 @@ class SimApp:
         self.model = model
         self.reader = reader
         self.log = RequestLog(config.log_limit, config.log_path)
-        self.budget = RequestBudget(config.requests_per_minute, config.burst)
+        self.budget = RequestBudget(config.requests_per_minute, config.burst, config.tokens_per_minute)
         self.closing = asyncio.Event()
         self._attempts: dict[str, int] = {}
         self._seq = 0
@@ -105,9 +106,9 @@ class SimApp:
             reply = _Reply(400, json.dumps(error).encode(), JSON, "bad_request", str(exc), {})
             return self._finish(seq, arrival, reply, None, "", 0, None, ())
         key = key_of(chat.raw_messages, chat.body)
-        wait_s = self.budget.try_acquire(arrival - self._t0)
-        if wait_s > 0.0:
-            return self._finish(seq, arrival, self._rate_limited(arrival, wait_s), chat, key, 0, None, ())
+        refusal = self.budget.try_acquire(arrival - self._t0, _prompt_tokens(chat.messages) + (chat.max_tokens or 0))
+        if refusal is not None:
+            return self._finish(seq, arrival, self._rate_limited(arrival, refusal, chat), chat, key, 0, None, ())
         attempt = 0
         if self.config.any_attempt_fault:
             attempt = self._attempts.get(key, 0)
@@ -181,15 +182,22 @@ class SimApp:
         ).encode()
         if fault.kind == "malformed":
             return _malformed(fault, body, text)
-        return _Reply(200, body, JSON, outcome, text, {})
+        return _Reply(200, body, JSON, outcome, text, {}, finish)
 
-    def _rate_limited(self, arrival: float, wait_s: float) -> _Reply:
-        message = f"Rate limit reached for requests: limit {self.config.requests_per_minute} per minute."
-        error = {"error": {"message": message, "type": "requests", "param": None, "code": "rate_limit_exceeded"}}
-        headers = self.budget.headers(arrival - self._t0, wait_s)
-        headers["Retry-After"] = str(max(1, math.ceil(wait_s)))
-        headers["retry-after-ms"] = str(max(1, math.ceil(wait_s * 1000)))
-        headers.setdefault("x-ratelimit-reset-requests", f"{wait_s:.3f}s")
+    def _rate_limited(self, arrival: float, refusal: Refusal, chat: ChatRequest) -> _Reply:
+        if math.isinf(refusal.wait_s):  # more tokens than the whole per-minute budget: retrying cannot help
+            message = (f"Request too large: it may use {_prompt_tokens(chat.messages) + (chat.max_tokens or 0)} "
+                       f"tokens, more than the limit of {self.config.tokens_per_minute} tokens per minute.")
+            error = {"error": {"message": message, "type": "invalid_request_error", "param": "max_tokens",
+                               "code": "request_too_large"}}
+            return _Reply(400, json.dumps(error).encode(), JSON, "bad_request", message, {})
+        limit = self.config.requests_per_minute if refusal.budget == "requests" else self.config.tokens_per_minute
+        message = f"Rate limit reached for {refusal.budget}: limit {limit} per minute."
+        error = {"error": {"message": message, "type": refusal.budget, "param": None, "code": "rate_limit_exceeded"}}
+        headers = self.budget.headers(arrival - self._t0)
+        headers["Retry-After"] = str(max(1, math.ceil(refusal.wait_s)))
+        headers["retry-after-ms"] = str(max(1, math.ceil(refusal.wait_s * 1000)))
+        headers[f"x-ratelimit-reset-{refusal.budget}"] = f"{refusal.wait_s:.3f}s"
         return _Reply(429, json.dumps(error).encode(), JSON, "rate_limited", message, headers)
 
     async def _sleep(self, seconds: float) -> None:
@@ -235,12 +243,13 @@ class SimApp:
                 reply_format=cell.reply_format if cell else None,
                 answers=answers,
                 reply=reply.text,
+                finish_reason=reply.finish_reason,
                 service_ms=(now - arrival) * 1000.0,
             )
         )
         headers = dict(reply.headers)
-        if self.budget.minute is not None and "x-ratelimit-limit-requests" not in headers:
-            headers.update(self.budget.headers(now - self._t0, 0.0))
+        if reply.status != 429 and (self.budget.minute is not None or self.budget.tokens is not None):
+            headers.update(self.budget.headers(now - self._t0))
         headers["Content-Type"] = reply.content_type
         return web.Response(status=reply.status or 499, body=reply.body, headers=headers)
 

@@ -94,7 +94,8 @@ def _number(body: dict[str, Any], name: str, default: float, lo: float, hi: floa
     value = body.get(name)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not lo <= value <= hi:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or not lo <= value <= hi:
         raise BadRequest(f"'{name}' must be a number between {lo:g} and {hi:g}, got {value!r}", name)
     return float(value)
 

@@ -135,7 +135,7 @@ class AnswerModel:
     """Per-country answer distributions for the 24 questions, derived from reference scores."""
 
     def __init__(self, scores: CountryScores | Scores, *, signal: float = 2.0, spread: float = 1.0) -> None:
-        """``scores``: country → dimension (pdi … ivr) → score or None; ``signal``: index points per score point."""
+        """``scores``: country → dimension → score or None; ``signal``: index points per score point."""
         if not (math.isfinite(signal) and signal >= 0):
             raise SimConfigError("signal", signal, "a finite number >= 0")
         if not (math.isfinite(spread) and spread > 0):
