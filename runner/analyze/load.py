@@ -1,7 +1,7 @@
 """A run directory's parsed answers as one LazyFrame with the design factors beside each answer.
 
 The store keeps answers (``cell_key, question, option_id, status, …``) apart from responses (one row per cell
-with its factors); this joins them lazily on ``cell_key``. Two derived columns make the design explicit:
+with its factors); this joins them on ``cell_key``, part by part. Two derived columns make the design explicit:
 ``shuffled`` (the options were shown in a non-canonical order) and ``country`` for no-persona cells, taken
 from the prompt language (``data/reference/language_countries.csv``, the papers' convention).
 """
@@ -39,18 +39,33 @@ def load_answers(run_dir: str | Path) -> pl.LazyFrame:
     root = Path(run_dir)
     answers, responses = root / "answers", root / "responses"
     if answers.is_dir() and any(answers.glob("*.parquet")) and responses.is_dir():
-        cells = _parquet(responses)
-        have = cells.collect_schema().names()
-        cells = cells.select([c for c in ("cell_key", *RESPONSE_FACTORS) if c in have])
-        lazy = _parquet(answers).select("cell_key", "question", "option_id", "status").join(
-            cells, on="cell_key", how="left")
-        return _derive(lazy)
+        return _joined_by_part(answers, responses)
     for candidate in (answers, root / "answers.parquet"):
         if candidate.is_dir() and any(candidate.glob("*.parquet")):
             return _derive(_parquet(candidate))
         if candidate.is_file():
             return _derive(pl.scan_parquet(candidate))
     raise InputError(f"{root}: no parsed-answers dataset (looked for answers/ with responses/, or answers.parquet)")
+
+
+def _joined_by_part(answers: Path, responses: Path) -> pl.LazyFrame:
+    """Join answers/part-N with responses/part-N one part at a time, keeping only the slim result.
+
+    The store writes answers part N from responses part N, so the join never needs more than one part in
+    memory; the result holds a few numbers and short labels per answer (no reply text, no keys).
+    """
+    pairs = [(a, responses / a.name) for a in sorted(answers.glob("part-*.parquet"))]
+    if not pairs or not all(r.is_file() for _, r in pairs):  # not the store's pairing: one lazy join
+        pairs = [(answers / "*.parquet", responses / "*.parquet")]
+    slim = []
+    for answer_path, response_path in pairs:
+        cells = pl.scan_parquet(response_path)
+        have = cells.collect_schema().names()
+        cells = cells.select([c for c in ("cell_key", *RESPONSE_FACTORS) if c in have])
+        part = pl.scan_parquet(answer_path).select("cell_key", "question", "option_id", "status").join(
+            cells, on="cell_key", how="left")
+        slim.append(_derive(part).drop("cell_key").collect())
+    return pl.concat(slim, how="vertical_relaxed").lazy()
 
 
 def _derive(lazy: pl.LazyFrame) -> pl.LazyFrame:
