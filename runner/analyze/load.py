@@ -2,8 +2,9 @@
 
 The store keeps answers (``cell_key, question, option_id, status, …``) apart from responses (one row per cell
 with its factors); this joins them on ``cell_key``, part by part. Two derived columns make the design explicit:
-``shuffled`` (the options were shown in a non-canonical order) and ``country`` for no-persona cells, taken
-from the prompt language (``data/reference/language_countries.csv``, the papers' convention).
+``shuffled`` (the cell's options were shuffled) and ``country`` for no-persona cells, taken
+from the prompt language (``data/reference/language_countries.csv``, the papers' convention); those cells' language
+becomes ``native`` so that the languages' countries are ranked together (the papers' model-level comparison).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ __all__ = ["language_countries", "load_answers"]
 
 # Response columns that the answers need: everything else in responses is bookkeeping or the reply itself.
 RESPONSE_FACTORS = ("endpoint", "model", "language", "mode", "framing", "country", "age", "gender",
-                    "reply_format", "seed", "temperature", "top_p", "max_tokens", "option_order")
+                    "reply_format", "seed", "temperature", "top_p", "max_tokens", "option_order", "shuffle_seed")
 
 
 def language_countries() -> dict[str, str]:
@@ -69,14 +70,28 @@ def _joined_by_part(answers: Path, responses: Path) -> pl.LazyFrame:
 
 
 def _derive(lazy: pl.LazyFrame) -> pl.LazyFrame:
-    """``shuffled`` from ``option_order``; ``country`` from ``language`` where no persona gave one."""
+    """``shuffled`` (the design asked for shuffling); ``country`` from ``language`` where no persona gave one.
+
+    A cell was shuffled when it has a ``shuffle_seed`` — not when its order differs from 1–5, since a random
+    order is sometimes the canonical one and would split a shuffled condition in two.
+    """
     names = lazy.collect_schema().names()
-    if "option_order" in names:
+    if "shuffle_seed" in names:
+        lazy = lazy.with_columns(shuffled=pl.col("shuffle_seed").is_not_null()).drop(
+            [c for c in ("shuffle_seed", "option_order") if c in names])
+    elif "option_order" in names:
         canonical = pl.lit([1, 2, 3, 4, 5], dtype=pl.List(pl.Int64))
         lazy = lazy.with_columns(
             shuffled=pl.col("option_order").cast(pl.List(pl.Int64)) != canonical
         ).drop("option_order")
     if "language" in names:
         mapped = pl.col("language").replace_strict(language_countries(), default=None, return_dtype=pl.String)
-        lazy = lazy.with_columns(country=pl.coalesce(pl.col("country"), mapped) if "country" in names else mapped)
+        if "country" not in names:
+            lazy = lazy.with_columns(country=pl.lit(None, dtype=pl.String))
+        # No persona: the language stands for its country, and the condition is "each country in its native
+        # language" (the papers' model-level comparison), so the languages must rank together, not apart.
+        lazy = lazy.with_columns(
+            country=pl.coalesce(pl.col("country"), mapped),
+            language=pl.when(pl.col("country").is_null()).then(pl.lit("native")).otherwise(pl.col("language")),
+        )
     return lazy
