@@ -57,15 +57,33 @@ def derive_seed(master_seed: int, *parts: object) -> int:
 
 
 def cell_key(endpoint: EndpointConfig, prompt: PromptCell, sampling: Sampling, template_hash: str) -> str:
-    """Stable hash of everything that defines a request (endpoint, model, prompt factors, templates, sampling)."""
+    """Stable hash of everything that defines a request (endpoint, model, prompt factors, templates, sampling).
+
+    The SHA-256 of the compact JSON list [endpoint name, provider, model, language, mode, questions, framing
+    kind, country, age, gender, option order, reply format, template hash, seed, temperature, top_p,
+    max_tokens], first ``KEY_HEX_DIGITS`` hex digits.
+    """
+    return _key_with(_key_prefix(endpoint, prompt, template_hash), _sampling_json(sampling))
+
+
+def _key_prefix(endpoint: EndpointConfig, prompt: PromptCell, template_hash: str) -> hashlib._Hash:
+    """The hash state after the request-definition JSON up to the sampling fields (shared by many cells)."""
     f = prompt.framing
-    definition = [
-        endpoint.name, endpoint.provider, endpoint.model,
-        prompt.language, prompt.mode, list(prompt.questions), f.kind, f.country, f.age, f.gender,
-        list(prompt.option_order), prompt.reply_format, template_hash,
-        sampling.seed, sampling.temperature, sampling.top_p, sampling.max_tokens,
-    ]
-    return hashlib.sha256(json.dumps(definition, separators=(",", ":")).encode()).hexdigest()[:KEY_HEX_DIGITS]
+    head = [endpoint.name, endpoint.provider, endpoint.model, prompt.language, prompt.mode, list(prompt.questions),
+            f.kind, f.country, f.age, f.gender, list(prompt.option_order), prompt.reply_format, template_hash]
+    return hashlib.sha256(json.dumps(head, separators=(",", ":"))[:-1].encode())
+
+
+def _sampling_json(sampling: Sampling) -> bytes:
+    """The sampling fields' tail of the request-definition JSON."""
+    tail = [sampling.seed, sampling.temperature, sampling.top_p, sampling.max_tokens]
+    return ("," + json.dumps(tail, separators=(",", ":"))[1:]).encode()
+
+
+def _key_with(prefix: hashlib._Hash, tail: bytes) -> str:
+    digest = prefix.copy()
+    digest.update(tail)
+    return digest.hexdigest()[:KEY_HEX_DIGITS]
 
 
 def framings(spec: Spec) -> tuple[Framing, ...]:
@@ -80,7 +98,7 @@ def framings(spec: Spec) -> tuple[Framing, ...]:
     def canonical(key: str, name: str) -> str:
         try:
             return resolve_country(name)
-        except LookupError as exc:
+        except ValueError as exc:
             raise SpecError(f"{spec.source}: {key} = {name!r}: must be a known country ({exc})") from None
 
     out.extend(Framing("persona", canonical("design.personas", p)) for p in d.personas)
@@ -121,7 +139,7 @@ def validate_plan(spec: Spec) -> None:
 
     try:
         load_reference(spec.run.reference)
-    except LookupError as exc:
+    except ValueError as exc:
         raise SpecError(f"{spec.source}: run.reference = {spec.run.reference!r}: {exc}") from None
     d = spec.design
     for language, framing, fmt in itertools.product(d.languages, framings(spec), d.reply_formats):
@@ -138,19 +156,22 @@ def iter_cells(spec: Spec, endpoint: EndpointConfig | None = None) -> Iterator[P
     """
     d = spec.design
     endpoints = spec.endpoints if endpoint is None else (endpoint,)
-    samplings = [Sampling(*s) for s in itertools.product(d.seeds, d.temperature, d.top_p, d.max_tokens)]
+    samplings = [(Sampling(*s), _sampling_json(Sampling(*s)))
+                 for s in itertools.product(d.seeds, d.temperature, d.top_p, d.max_tokens)]
     for ep, language, framing, questions, fmt in itertools.product(
             endpoints, d.languages, framings(spec), question_sets(spec), d.reply_formats):
-        for sampling in samplings:
+        prompt = PromptCell(language, d.mode, questions, framing, CANONICAL_ORDER, fmt)
+        thash = _template_hash(prompt)
+        prefix = _key_prefix(ep, prompt, thash)
+        for sampling, tail in samplings:
             shuffle_seed = None
-            order = CANONICAL_ORDER
-            if d.shuffle_options:
+            if d.shuffle_options:  # the order, hence the prompt, differs per sampling seed
                 shuffle_seed = derive_seed(spec.run.seed, "option_order", language, framing.kind, framing.country,
                                            framing.age, framing.gender, list(questions), sampling.seed)
-                order = _shuffled(shuffle_seed)
-            prompt = PromptCell(language, d.mode, questions, framing, order, fmt)
-            thash = _template_hash(prompt)
-            yield PlannedCell(cell_key(ep, prompt, sampling, thash), ep, prompt, sampling, thash, shuffle_seed)
+                prompt = PromptCell(language, d.mode, questions, framing, _shuffled(shuffle_seed), fmt)
+                thash = _template_hash(prompt)
+                prefix = _key_prefix(ep, prompt, thash)
+            yield PlannedCell(_key_with(prefix, tail), ep, prompt, sampling, thash, shuffle_seed)
 
 
 @lru_cache(maxsize=4096)

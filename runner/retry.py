@@ -89,27 +89,37 @@ async def call_with_retries(
     (the executor's sleep stops early on Ctrl-C); ``on_retry(exc, wait_s)`` is told of every retry.
     """
     rng = rng or random.Random()
+    try:  # most calls succeed at once: the first attempt needs no retry machinery
+        return await attempt(), 1
+    except BaseException as exc:
+        if not should_retry(exc) or policy.max_retries == 0:
+            exc.attempts = 1  # type: ignore[attr-defined]
+            raise
+        first = exc
+    wait_s = backoff_s(1, policy, first.retry_after_s, rng)  # type: ignore[attr-defined]
+    on_retry(first, wait_s)
+    await sleep(wait_s)
 
-    def wait(state: RetryCallState) -> float:
+    def wait(state: RetryCallState) -> float:  # tenacity numbers from 1; this loop starts at attempt 2
         exc = state.outcome.exception()
-        return backoff_s(state.attempt_number, policy, getattr(exc, "retry_after_s", None), rng)
+        return backoff_s(state.attempt_number + 1, policy, getattr(exc, "retry_after_s", None), rng)
 
     def before_sleep(state: RetryCallState) -> None:
         on_retry(state.outcome.exception(), state.upcoming_sleep)
 
     retrying = AsyncRetrying(
-        stop=stop_after_attempt(policy.max_retries + 1), wait=wait, retry=retry_if_exception(should_retry),
+        stop=stop_after_attempt(policy.max_retries), wait=wait, retry=retry_if_exception(should_retry),
         before_sleep=before_sleep, sleep=sleep, reraise=True,
     )
-    state_attempts = 0
+    attempts = 1
     try:
         async for trial in retrying:
             with trial:
-                state_attempts = trial.retry_state.attempt_number
+                attempts = trial.retry_state.attempt_number + 1
                 result = await attempt()
-        return result, state_attempts
+        return result, attempts
     except BaseException as exc:
-        exc.attempts = state_attempts  # type: ignore[attr-defined]
+        exc.attempts = attempts  # type: ignore[attr-defined]
         raise
 
 

@@ -47,22 +47,13 @@ class EndpointConfig:
     api_key_env: str | None = None
     requests_per_minute: int | None = None  # None: unlimited
     tokens_per_minute: int | None = None  # input + output tokens; None: unlimited
-    burst: int | None = None  # most requests in any 1 s; None: ceil(requests_per_minute / 60)
+    burst: int | None = None  # most requests in any 1 s; None: no 1-s cap (max_concurrency bounds bursts)
     rate_window_s: float = 60.0  # the window the per-minute limits count over (shorten only to test)
     max_concurrency: int = 16
     timeout_s: float = 60.0  # per attempt
     max_retries: int = 6  # attempts after the first
     price_input_per_1k: float | None = None  # currency units per 1,000 input tokens
     price_output_per_1k: float | None = None  # currency units per 1,000 output tokens
-
-    @property
-    def effective_burst(self) -> int | None:
-        """Most requests allowed in any 1-second window (None when requests are unlimited)."""
-        if self.burst is not None:
-            return self.burst
-        if self.requests_per_minute is None:
-            return None
-        return max(1, math.ceil(self.requests_per_minute * 1.0 / self.rate_window_s))
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +129,7 @@ def spec_from_dict(raw: dict[str, Any], *, source: str = "<spec>") -> Spec:
     """Validate an already-parsed spec (e.g. the copy in a run manifest); ``source`` names it in errors."""
     v = _Validator(source)
     v.keys(raw, "", {"run", "endpoints", "design"}, required={"run", "endpoints", "design"})
+    run = _run(v, raw["run"])
     endpoints_raw = raw["endpoints"]
     if not isinstance(endpoints_raw, list) or not endpoints_raw:
         v.fail("endpoints", endpoints_raw, "one or more [[endpoints]] tables")
@@ -146,7 +138,7 @@ def spec_from_dict(raw: dict[str, Any], *, source: str = "<spec>") -> Spec:
     for i, name in enumerate(names):
         if name in names[:i]:
             v.fail(f"endpoints[{i}].name", name, "a name no other endpoint uses")
-    return Spec(run=_run(v, raw["run"]), endpoints=endpoints, design=_design(v, raw["design"]), raw=raw,
+    return Spec(run=run, endpoints=endpoints, design=_design(v, raw["design"]), raw=raw,
                 source=source)
 
 

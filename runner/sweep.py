@@ -11,9 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from runner.answers import parse_responses, parser_version
+from runner.answers import parser_version
 from runner.execute import Executor, RunResult, api_key_for, unsupported_parameters
-from runner.limits import MARGIN
 from runner.plan import count_cells, factor_counts, iter_cells, validate_plan
 from runner.progress import Progress, RunStats
 from runner.retry import RetryPolicy
@@ -46,8 +45,9 @@ def build_manifest(spec: Spec) -> dict[str, Any]:
         "policies": {
             "retry": {e.name: RetryPolicy(e.max_retries).describe() for e in spec.endpoints},
             "limits": {e.name: {"requests_per_minute": e.requests_per_minute, "tokens_per_minute": e.tokens_per_minute,
-                                "burst_per_s": e.effective_burst, "window_s": e.rate_window_s,
-                                "window_margin": MARGIN, "max_concurrency": e.max_concurrency,
+                                "burst_per_s": e.burst, "window_s": e.rate_window_s,
+                                "window_counts": "from admission until window_s after the response",
+                                "max_concurrency": e.max_concurrency,
                                 "timeout_s": e.timeout_s, "adaptive_concurrency": "halve on 429, +1 per cap successes"}
                        for e in spec.endpoints},
             "failed_cells": "stored in failures/; retried only with --retry-failed",
@@ -68,7 +68,7 @@ def run_sweep(spec: Spec, out: str | Path, *, retry_failed: bool = False, stream
 
 async def _session(spec: Spec, out: Path, retry_failed: bool, stream: TextIO, live: bool | None,
                    log_every_s: float) -> RunResult:
-    store = RunStore.open(out, build_manifest(spec), batch_rows=spec.run.batch_rows, parser=parse_responses)
+    store = RunStore.open(out, build_manifest(spec), batch_rows=spec.run.batch_rows)
     stats = RunStats(total=count_cells(spec))
     progress = Progress(stats, stream=stream, live=live, log_every_s=log_every_s)
     executor = Executor(store, stats, progress, flush_interval_s=spec.run.flush_interval_s, rng_seed=spec.run.seed)
