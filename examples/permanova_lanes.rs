@@ -106,11 +106,50 @@ unsafe fn intr_u8_x2(row: &[f64], labels: &[u8], own: &[u8; L]) -> [f64; L] {
     out
 }
 
+#[target_feature(enable = "avx2")]
+unsafe fn blend32(row: &[f64], labels: &[u8], own: &[u8; 32]) -> [f64; 32] {
+    use std::arch::x86_64::*;
+    let ov = _mm256_loadu_si256(own.as_ptr() as *const __m256i);
+    let lp = labels.as_ptr();
+    let zero = _mm256_setzero_pd();
+    let mut acc = [zero; 8];
+    for (j, &d) in row.iter().enumerate() {
+        let d2 = _mm256_set1_pd(d * d);
+        let mut m = _mm256_cmpeq_epi8(_mm256_loadu_si256(lp.add(j * 32) as *const __m256i), ov);
+        for (s, a) in acc.iter_mut().enumerate() {
+            if s > 0 { m = _mm256_slli_epi64::<8>(m); }
+            *a = _mm256_add_pd(*a, _mm256_blendv_pd(zero, d2, _mm256_castsi256_pd(m)));
+        }
+    }
+    let mut out = [0.0f64; 32];
+    for (s, a) in acc.iter().enumerate() { _mm256_storeu_pd(out.as_mut_ptr().add(4 * s), *a); }
+    out
+}
+#[target_feature(enable = "avx2")]
+unsafe fn blend32_f32(row: &[f64], labels: &[u8], own: &[u8; 32]) -> [f32; 32] {
+    use std::arch::x86_64::*;
+    let ov = _mm256_loadu_si256(own.as_ptr() as *const __m256i);
+    let lp = labels.as_ptr();
+    let zero = _mm256_setzero_ps();
+    let mut acc = [zero; 4];
+    for (j, &d) in row.iter().enumerate() {
+        let d2 = _mm256_set1_ps((d * d) as f32);
+        let mut m = _mm256_cmpeq_epi8(_mm256_loadu_si256(lp.add(j * 32) as *const __m256i), ov);
+        for (s, a) in acc.iter_mut().enumerate() {
+            if s > 0 { m = _mm256_slli_epi32::<8>(m); }
+            *a = _mm256_add_ps(*a, _mm256_blendv_ps(zero, d2, _mm256_castsi256_ps(m)));
+        }
+    }
+    let mut out = [0.0f32; 32];
+    for (s, a) in acc.iter().enumerate() { _mm256_storeu_ps(out.as_mut_ptr().add(8 * s), *a); }
+    out
+}
+
 fn main() {
     let n = 4096;
     let row: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin().abs()).collect();
-    let l8: Vec<u8> = (0..n * L).map(|i| ((i * 7919) % 3) as u8).collect();
-    let l64: Vec<u64> = l8.iter().map(|&v| v as u64).collect();
+    let l8: Vec<u8> = (0..n * 32).map(|i| ((i * 7919) % 3) as u8).collect();
+    let l64: Vec<u64> = l8[..n * L].iter().map(|&v| v as u64).collect();
     let o8 = [1u8; L];
     let o64 = [1u64; L];
     let reps = 2000;
@@ -128,6 +167,18 @@ fn main() {
     time!("avx mask_u8", unsafe { a_mask_u8(&row, &l8, &o8) });
     time!("intr_u8", unsafe { intr_u8(&row, &l8, &o8) });
     time!("intr_u8_x2", unsafe { intr_u8_x2(&row, &l8, &o8) });
+    let o32 = [1u8; 32];
+    let ups32 = (n * 32 * reps) as f64;
+    macro_rules! time32 { ($label:expr, $e:expr) => {{
+        let t = Instant::now(); let mut s = 0.0;
+        for _ in 0..reps { s += std::hint::black_box($e)[3] as f64; }
+        println!("{:12} {:.2} G updates/s/core  ({s})", $label, ups32 / t.elapsed().as_secs_f64() / 1e9);
+    }}}
+    time32!("blend32", unsafe { blend32(&row, &l8, &o32) });
+    time32!("blend32_f32", unsafe { blend32_f32(&row, &l8, &o32) });
+    time!("intr_u8_x2", unsafe { intr_u8_x2(&row, &l8, &o8) });
+    time32!("blend32", unsafe { blend32(&row, &l8, &o32) });
+    time32!("blend32_f32", unsafe { blend32_f32(&row, &l8, &o32) });
     time!("mul_u8", mul_u8(&row, &l8, &o8));
     time!("avx mul_u8", unsafe { a_mul_u8(&row, &l8, &o8) });
 }

@@ -11,6 +11,13 @@ def pdist(x: npt.NDArray[np.float64], metric: str) -> npt.NDArray[np.float64]: .
 def permanova_within(
     distances: npt.NDArray[np.float64], labels: npt.NDArray[np.int32], inverse_sizes: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.float64]: ...
+def permanova_at_most(
+    distances: npt.NDArray[np.float64],
+    labels: npt.NDArray[np.int32],
+    inverse_sizes: npt.NDArray[np.float64],
+    bound: float,
+) -> int: ...
+def permutations(codes: npt.NDArray[np.int32], key: int, first: int, count: int) -> npt.NDArray[np.int32]: ...
 def group_row_sums(
     distances: npt.NDArray[np.float64], codes: npt.NDArray[np.int32], n_groups: int, squared: bool
 ) -> npt.NDArray[np.float64]: ...

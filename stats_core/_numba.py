@@ -41,6 +41,43 @@ def kendall_tau_b_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(inline="always")
+def _mix(z):
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(cache=True, parallel=True, nogil=True)
+def _permutations(codes, key, first, count):
+    # Every quantity is uint64 on purpose: numba turns uint64 (op) int64 into float64.
+    n = codes.shape[0]
+    out = np.empty((count, n), dtype=np.int32)
+    golden = np.uint64(0x9E3779B97F4A7C15)
+    low = np.uint64(0xFFFFFFFF)
+    s32 = np.uint64(32)
+    for r in numba.prange(count):
+        row = out[r]
+        for t in range(n):
+            row[t] = codes[t]
+        base = (np.uint64(first) + np.uint64(r)) * np.uint64(n)
+        for k in range(n - 1):
+            i = n - 1 - k
+            x = _mix(key + (base + np.uint64(i)) * golden)
+            m = np.uint64(i + 1)
+            j = ((x >> s32) * m + (((x & low) * m) >> s32)) >> s32
+            jj = np.int64(j)
+            held = row[i]
+            row[i] = row[jj]
+            row[jj] = held
+    return out
+
+
+def permutations(codes: np.ndarray, key: int, first: int, count: int) -> np.ndarray:
+    """Rows first … first+count−1 of the counter-based permutation sequence of codes (see src/permute.rs)."""
+    return _permutations(codes.astype(np.int32), np.uint64(key), np.uint64(first), count)
+
+
+@numba.njit(inline="always")
 def _row_start(i: int, n: int) -> int:
     """Condensed index of pair (i, i+1)."""
     return i * n - (i * (i + 1)) // 2
@@ -159,6 +196,11 @@ def _group_row_sums(flat, square, codes, n_groups, squared):
                 d = _at(flat, square, i, j, n)
                 out[i, codes[j]] += d * d if squared else d
     return out
+
+
+def permanova_at_most(distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray, bound: float) -> int:
+    """Number of label rows (P, n) whose SS_W is <= bound (the permutation test's count)."""
+    return int((permanova_within(distances, labels, inverse_sizes) <= bound).sum())
 
 
 def group_row_sums(distances: np.ndarray, codes: np.ndarray, n_groups: int, squared: bool) -> np.ndarray:

@@ -64,6 +64,38 @@ def pdist(x: np.ndarray, metric: str) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0)
 
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's output function on uint64 arrays (wrapping arithmetic)."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _mul_high(x: np.ndarray, m: int) -> np.ndarray:
+    """floor(x · m / 2⁶⁴) for m < 2³², in 64-bit limbs."""
+    m = np.uint64(m)
+    return ((x >> np.uint64(32)) * m + (((x & _LOW32) * m) >> np.uint64(32))) >> np.uint64(32)
+
+
+def permutations(codes: np.ndarray, key: int, first: int, count: int) -> np.ndarray:
+    """Rows first … first+count−1 of the counter-based permutation sequence of codes (see src/permute.rs)."""
+    n = codes.shape[0]
+    out = np.tile(codes.astype(np.int32), (count, 1))
+    base = np.arange(first, first + count, dtype=np.uint64) * np.uint64(n)
+    rows = np.arange(count)
+    for i in range(n - 1, 0, -1):
+        x = _mix(np.uint64(key) + (base + np.uint64(i)) * _GOLDEN)
+        j = _mul_high(x, i + 1).astype(np.intp)
+        held = out[rows, i].copy()
+        out[rows, i] = out[rows, j]
+        out[rows, j] = held
+    return out
+
+
 def permanova_within(distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray) -> np.ndarray:
     """SS_W = Σ_g (1/n_g) Σ_{i<j ∈ g} d²_ij for each row of labels (P, n) int32 → (P,)."""
     out = np.zeros(labels.shape[0])
@@ -71,6 +103,11 @@ def permanova_within(distances: np.ndarray, labels: np.ndarray, inverse_sizes: n
         same = labels[:, i + 1 :] == labels[:, i : i + 1]
         out += (same * (row * row)).sum(axis=1) * inverse_sizes[labels[:, i]]
     return out
+
+
+def permanova_at_most(distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray, bound: float) -> int:
+    """Number of label rows (P, n) whose SS_W is <= bound (the permutation test's count)."""
+    return int((permanova_within(distances, labels, inverse_sizes) <= bound).sum())
 
 
 def group_row_sums(distances: np.ndarray, codes: np.ndarray, n_groups: int, squared: bool) -> np.ndarray:

@@ -95,7 +95,7 @@ def grouping(name: str, value: object, n: int, *, min_size: int = 1) -> tuple[np
     if groups.shape[0] < 2:
         raise InvalidInputError(name, f"needs at least 2 groups, found {groups.shape[0]}")
     if sizes.min() < min_size:
-        small = groups[int(np.argmin(sizes))]
+        small = groups[int(np.argmin(sizes))].item()
         raise InvalidInputError(name, f"group {small!r} has {int(sizes.min())} member(s); at least {min_size} required")
     return codes.astype(np.int32), tuple(groups.tolist()), sizes
 

@@ -49,7 +49,8 @@ def bootstrap_kendall_tau(
         raise InvalidInputError("confidence_level", f"expected a number in (0, 1), got {confidence_level!r}")
     if method not in METHODS:
         raise InvalidInputError("method", f"{method!r} is not one of {', '.join(map(repr, METHODS))}")
-    rng, seed_used = _resample.generator(seed)
+    seed_used = _resample.seed_value(seed)
+    rng = np.random.default_rng(seed_used)
     k = kernels(backend)
     _, countries, _, units = x.shape
     indices = np.stack([rng.integers(0, units, (n_resamples, units)) for _ in range(countries)]).astype(np.int32)

@@ -39,7 +39,7 @@ def permanova(
     """PERMANOVA of ``distances`` (condensed (n(n−1)/2,) or square (n, n)) by ``grouping`` (n labels).
 
     Returns pseudo-F as ``statistic`` and the permutation ``pvalue``; ``seed`` (int) fixes the permutations,
-    which are drawn as scikit-bio draws them. Memory: the distances plus O(block · n) labels.
+    drawn by the counter-based generator of ``_resample``. Memory: the distances plus O(block · n) labels.
     """
     dist, n = _validate.distances("distances", distances)
     codes, groups, sizes = _validate.grouping("grouping", grouping, n)
@@ -47,14 +47,16 @@ def permanova(
     g = len(groups)
     if g == n:
         raise InvalidInputError("grouping", "every group has a single member: SS_W has no degrees of freedom")
-    rng, seed_used = _resample.generator(seed)
-    kernel = kernels(backend).permanova_within
+    seed_used = _resample.seed_value(seed)
+    k_mod = kernels(backend)
     inverse_sizes = 1.0 / sizes.astype(np.float64)
-    ss_total = total_sum_of_squares(dist, n)
-    observed = float(pseudo_f(ss_total, kernel(dist, codes[None, :], inverse_sizes), n, g)[0])
+    ss_within = float(k_mod.permanova_within(dist, codes[None, :], inverse_sizes)[0])
+    observed = float(pseudo_f(total_sum_of_squares(dist, n), np.array([ss_within]), n, g)[0])
+    # F decreases with SS_W (SS_T is fixed), so "F_perm >= F" is "SS_W_perm <= SS_W", ties within TIE_RTOL.
+    bound = ss_within * (1.0 + _resample.TIE_RTOL)
     k = 0
-    for block in _resample.permuted_label_blocks(rng, codes, permutations):
-        k += _resample.count_at_least(pseudo_f(ss_total, kernel(dist, block, inverse_sizes), n, g), observed)
+    for block in _resample.permuted_label_blocks(kernels(backend), codes, seed_used, permutations):
+        k += k_mod.permanova_at_most(dist, block, inverse_sizes, bound)
     return PermutationTestResult(
         method="PERMANOVA",
         statistic=observed,

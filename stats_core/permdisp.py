@@ -48,14 +48,14 @@ def permdisp(
     dist, n = _validate.distances("distances", distances)
     codes, groups, sizes = _validate.grouping("grouping", grouping, n, min_size=2)
     permutations = _validate.int_at_least("permutations", permutations, 0)
-    rng, seed_used = _resample.generator(seed)
+    seed_used = _resample.seed_value(seed)
     group_f = kernels(backend).group_f
     inverse_sizes = 1.0 / sizes.astype(np.float64)
     z = distances_to_centroid(dist, codes, sizes, backend=backend)
     observed = float(group_f(z, codes[None, :], inverse_sizes)[0])
     residuals = z - (np.bincount(codes, weights=z) * inverse_sizes)[codes]
     k = 0
-    for block in _resample.permuted_label_blocks(rng, codes, permutations):
+    for block in _resample.permuted_label_blocks(kernels(backend), codes, seed_used, permutations):
         k += _resample.count_at_least(group_f(residuals, block, inverse_sizes), observed)
     return PermutationTestResult(
         method="PERMDISP",

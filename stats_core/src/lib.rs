@@ -14,6 +14,7 @@ pub mod matrix;
 pub mod pdist;
 pub mod permanova;
 pub mod permdisp;
+pub mod permute;
 mod py;
 
 /// The private compiled module `stats_core._native`; only `stats_core/_backend.py` imports it.

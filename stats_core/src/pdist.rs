@@ -5,6 +5,9 @@
 //! distance is summed exactly as a scalar loop over features would (scipy's order), and the compiler can
 //! use full-width vectors without reassociating. Rows are distributed over threads with rayon.
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
+
+use crate::matrix::row_start;
 
 const LANES: usize = 8;
 
@@ -112,64 +115,105 @@ impl Kernel for Cos {
     }
 }
 
-/// Distances from row i (features `u`) to rows i+1.. (feature-major `xt`, n columns) into `out`.
+/// Distances from row i (features `u`) to partners j0..j1 (feature-major `xt`, n columns) into `out`.
 #[inline(always)]
-fn row<K: Kernel>(u: &[f64], xt: &[f64], n: usize, i: usize, out: &mut [f64]) {
-    let mut j = i + 1;
+fn row<K: Kernel>(u: &[f64], xt: &[f64], n: usize, j0: usize, j1: usize, out: &mut [MaybeUninit<f64>]) {
+    let mut j = j0;
     let mut o = 0;
-    while j + LANES <= n {
+    while j + LANES <= j1 {
         let (mut a, mut b, mut c) = ([0.0f64; LANES], [0.0f64; LANES], [0.0f64; LANES]);
         for (f, &uf) in u.iter().enumerate() {
-            let v = &xt[f * n + j..f * n + j + LANES];
+            let v: &[f64; LANES] = xt[f * n + j..][..LANES].try_into().unwrap();
             for l in 0..LANES {
                 K::step(&mut a[l], &mut b[l], &mut c[l], uf, v[l]);
             }
         }
         for l in 0..LANES {
-            out[o + l] = K::finish(a[l], b[l], c[l]);
+            out[o + l].write(K::finish(a[l], b[l], c[l]));
         }
         j += LANES;
         o += LANES;
     }
-    while j < n {
+    while j < j1 {
         let (mut a, mut b, mut c) = (0.0, 0.0, 0.0);
         for (f, &uf) in u.iter().enumerate() {
             K::step(&mut a, &mut b, &mut c, uf, xt[f * n + j]);
         }
-        out[o] = K::finish(a, b, c);
+        out[o].write(K::finish(a, b, c));
         j += 1;
         o += 1;
     }
 }
 
-macro_rules! row_fn {
-    ($name:ident, $kernel:ty) => {
-        #[inline(always)]
-        fn $name(u: &[f64], xt: &[f64], n: usize, i: usize, out: &mut [f64]) {
-            row::<$kernel>(u, xt, n, i, out)
+/// Rows i0..i1 (their condensed entries in `out`), swept in column tiles of COLS partners so the
+/// tile of `xt` (COLS · k values) is reused from L1/L2 by every row of the block instead of being
+/// streamed from L3 once per row.
+#[inline(always)]
+fn block<K: Kernel>(x: &[f64], xt: &[f64], n: usize, k: usize, i0: usize, i1: usize, out: &mut [MaybeUninit<f64>]) {
+    let base = row_start(i0, n);
+    let mut c0 = i0 + 1;
+    while c0 < n {
+        let c1 = (c0 + COLS).min(n);
+        for i in i0..i1.min(c1 - 1) {
+            let j0 = c0.max(i + 1);
+            let at = row_start(i, n) - base + (j0 - i - 1);
+            row::<K>(&x[i * k..(i + 1) * k], xt, n, j0, c1, &mut out[at..at + (c1 - j0)]);
         }
+        c0 = c1;
+    }
+}
+
+const ROWS: usize = 16;
+const COLS: usize = 256;
+
+macro_rules! block_fn {
+    ($name:ident, $mv:ident, $kernel:ty) => {
+        #[inline(always)]
+        fn $name(x: &[f64], xt: &[f64], n: usize, k: usize, i0: usize, i1: usize, out: &mut [MaybeUninit<f64>]) {
+            block::<$kernel>(x, xt, n, k, i0, i1, out)
+        }
+        crate::multiversion!(fn $mv(x: &[f64], xt: &[f64], n: usize, k: usize, i0: usize, i1: usize, out: &mut [MaybeUninit<f64>]) => $name);
     };
 }
-row_fn!(row_euclid, Euclid);
-row_fn!(row_sqeuclid, SqEuclid);
-row_fn!(row_city, City);
-row_fn!(row_cheb, Cheb);
-row_fn!(row_bray, Bray);
-row_fn!(row_cos, Cos);
-crate::multiversion!(fn mv_euclid(u: &[f64], xt: &[f64], n: usize, i: usize, out: &mut [f64]) => row_euclid);
-crate::multiversion!(fn mv_sqeuclid(u: &[f64], xt: &[f64], n: usize, i: usize, out: &mut [f64]) => row_sqeuclid);
-crate::multiversion!(fn mv_city(u: &[f64], xt: &[f64], n: usize, i: usize, out: &mut [f64]) => row_city);
-crate::multiversion!(fn mv_cheb(u: &[f64], xt: &[f64], n: usize, i: usize, out: &mut [f64]) => row_cheb);
-crate::multiversion!(fn mv_bray(u: &[f64], xt: &[f64], n: usize, i: usize, out: &mut [f64]) => row_bray);
-crate::multiversion!(fn mv_cos(u: &[f64], xt: &[f64], n: usize, i: usize, out: &mut [f64]) => row_cos);
+block_fn!(block_euclid, mv_euclid, Euclid);
+block_fn!(block_sqeuclid, mv_sqeuclid, SqEuclid);
+block_fn!(block_city, mv_city, City);
+block_fn!(block_cheb, mv_cheb, Cheb);
+block_fn!(block_bray, mv_bray, Bray);
+block_fn!(block_cos, mv_cos, Cos);
+
+/// Asks Linux for transparent huge pages under a large buffer: first-touch page faults, which otherwise
+/// cost more than computing the distances, drop 512-fold (a hint only; harmless if refused).
+fn advise_huge_pages<T>(buffer: &mut Vec<T>) {
+    #[cfg(target_os = "linux")]
+    {
+        const MADV_HUGEPAGE: i32 = 14;
+        const HUGE: usize = 2 << 20;
+        extern "C" {
+            fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
+        }
+        let start = buffer.as_mut_ptr() as usize;
+        let end = start + buffer.capacity() * std::mem::size_of::<T>();
+        let (lo, hi) = (start.div_ceil(HUGE) * HUGE, end / HUGE * HUGE);
+        if hi > lo {
+            // SAFETY: [lo, hi) lies inside this Vec's allocation; MADV_HUGEPAGE changes no contents.
+            unsafe {
+                madvise(lo as *mut std::ffi::c_void, hi - lo, MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = buffer;
+}
 
 /// Condensed distances of the rows of `x` (n × k, row-major).
 pub fn pdist(x: &[f64], n: usize, k: usize, metric: Metric) -> Vec<f64> {
     let m = n * n.saturating_sub(1) / 2;
-    let mut out = vec![0.0f64; m];
     if n < 2 {
-        return out;
+        return vec![0.0; m];
     }
+    let mut out: Vec<f64> = Vec::with_capacity(m);
+    advise_huge_pages(&mut out);
     let mut xt = vec![0.0f64; n * k];
     for i in 0..n {
         for f in 0..k {
@@ -184,14 +228,17 @@ pub fn pdist(x: &[f64], n: usize, k: usize, metric: Metric) -> Vec<f64> {
         Metric::BrayCurtis => mv_bray,
         Metric::Cosine => mv_cos,
     };
-    let mut rows: Vec<(usize, &mut [f64])> = Vec::with_capacity(n - 1);
-    let mut rest = out.as_mut_slice();
-    for i in 0..n - 1 {
-        let (head, tail) = rest.split_at_mut(n - i - 1);
-        rows.push((i, head));
+    let mut blocks: Vec<(usize, usize, &mut [MaybeUninit<f64>])> = Vec::with_capacity(n / ROWS + 1);
+    let mut rest = &mut out.spare_capacity_mut()[..m];
+    for i0 in (0..n - 1).step_by(ROWS) {
+        let i1 = (i0 + ROWS).min(n - 1);
+        let (head, tail) = rest.split_at_mut(row_start(i1, n) - row_start(i0, n));
+        blocks.push((i0, i1, head));
         rest = tail;
     }
-    rows.into_par_iter().for_each(|(i, slot)| f(&x[i * k..(i + 1) * k], &xt, n, i, slot));
+    blocks.into_par_iter().for_each(|(i0, i1, slot)| f(x, &xt, n, k, i0, i1, slot));
+    // SAFETY: the block slices partition out[..m] and `block` writes every entry of its rows.
+    unsafe { out.set_len(m) };
     out
 }
 

@@ -9,7 +9,7 @@
 use crate::matrix::Distances;
 use rayon::prelude::*;
 
-pub const LANES: usize = 16;
+pub const LANES: usize = 32;
 const ROWS: usize = 32;
 const COLS: usize = 512;
 
@@ -55,33 +55,31 @@ fn pack<T: Label>(labels: &[i32], perms: usize, n: usize) -> Vec<T> {
     out
 }
 
-/// Σ_j d²_ij over the columns of one tile whose label equals row i's, lane by lane.
-///
-/// Even and odd columns go to separate accumulators (hiding add latency), summed at the end; the AVX2
-/// version below does exactly the same additions in the same order, so both give identical bits.
+/// Σ_j d²_ij over the columns of one tile whose label equals row i's, lane by lane, in column order
+/// (the AVX2 version below performs exactly these additions, so both give identical bits).
 #[inline(always)]
 fn row_tile<T: Label>(row: &[f64], labels: &[T], own: &[T; LANES]) -> [f64; LANES] {
-    let (mut even, mut odd) = ([0.0f64; LANES], [0.0f64; LANES]);
-    let pairs = row.len() / 2;
-    for k in 0..pairs {
-        let (d, e) = (row[2 * k] * row[2 * k], row[2 * k + 1] * row[2 * k + 1]);
-        let (lj, lk) = (&labels[2 * k * LANES..(2 * k + 1) * LANES], &labels[(2 * k + 1) * LANES..(2 * k + 2) * LANES]);
+    let mut acc = [0.0f64; LANES];
+    for (d, lj) in row.iter().zip(labels.chunks_exact(LANES)) {
+        let d2 = d * d;
         for q in 0..LANES {
-            even[q] += if lj[q] == own[q] { d } else { 0.0 };
-            odd[q] += if lk[q] == own[q] { e } else { 0.0 };
+            acc[q] += if lj[q] == own[q] { d2 } else { 0.0 };
         }
     }
-    if row.len() % 2 == 1 {
-        let last = row.len() - 1;
-        let d = row[last] * row[last];
+    acc
+}
+
+/// `row_tile` in f32 for screening (see `count_at_most`): the same select-and-add per lane, in f32.
+#[inline(always)]
+fn row_tile_f32<T: Label>(row: &[f64], labels: &[T], own: &[T; LANES]) -> [f64; LANES] {
+    let mut acc = [0.0f32; LANES];
+    for (d, lj) in row.iter().zip(labels.chunks_exact(LANES)) {
+        let d2 = (d * d) as f32;
         for q in 0..LANES {
-            even[q] += if labels[last * LANES + q] == own[q] { d } else { 0.0 };
+            acc[q] += if lj[q] == own[q] { d2 } else { 0.0 };
         }
     }
-    for q in 0..LANES {
-        even[q] += odd[q];
-    }
-    even
+    acc.map(f64::from)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -89,46 +87,85 @@ mod avx2 {
     use super::LANES;
     use std::arch::x86_64::*;
 
-    /// `row_tile` for byte labels with AVX2: one byte compare covers 16 permutations; the mask bytes are
-    /// widened to 64-bit lanes and select d² for four permutations per add.
+    /// `row_tile` for byte labels: one 32-byte compare covers all 32 permutations of the chunk. Viewed as
+    /// four 64-bit lanes, byte 7 of lane k holds the result for permutation 8k + 7; `blendv` selects on
+    /// exactly that (sign) bit, and shifting each lane left by 8 bits brings permutation 8k + 6 there, and
+    /// so on — 8 blends and 7 shifts per pair instead of widening every mask byte.
     #[target_feature(enable = "avx2")]
     pub unsafe fn row_tile_u8(row: &[f64], labels: &[u8], own: &[u8; LANES]) -> [f64; LANES] {
-        debug_assert!(labels.len() >= row.len() * LANES);
-        #[inline(always)]
-        unsafe fn add(acc: &mut [__m256d; 4], d2: __m256d, eq: __m128i) {
-            acc[0] = _mm256_add_pd(acc[0], _mm256_and_pd(d2, _mm256_castsi256_pd(_mm256_cvtepi8_epi64(eq))));
-            acc[1] = _mm256_add_pd(acc[1], _mm256_and_pd(d2, _mm256_castsi256_pd(_mm256_cvtepi8_epi64(_mm_srli_si128(eq, 4)))));
-            acc[2] = _mm256_add_pd(acc[2], _mm256_and_pd(d2, _mm256_castsi256_pd(_mm256_cvtepi8_epi64(_mm_srli_si128(eq, 8)))));
-            acc[3] = _mm256_add_pd(acc[3], _mm256_and_pd(d2, _mm256_castsi256_pd(_mm256_cvtepi8_epi64(_mm_srli_si128(eq, 12)))));
-        }
-        let ov = _mm_loadu_si128(own.as_ptr() as *const __m128i);
+        assert!(labels.len() >= row.len() * LANES);
+        let ov = _mm256_loadu_si256(own.as_ptr() as *const __m256i);
         let lp = labels.as_ptr();
-        let z = _mm256_setzero_pd();
-        let (mut even, mut odd) = ([z; 4], [z; 4]);
-        let pairs = row.len() / 2;
-        for k in 0..pairs {
-            let (d, e) = (row[2 * k] * row[2 * k], row[2 * k + 1] * row[2 * k + 1]);
-            let eq = _mm_cmpeq_epi8(_mm_loadu_si128(lp.add(2 * k * LANES) as *const __m128i), ov);
-            let fq = _mm_cmpeq_epi8(_mm_loadu_si128(lp.add((2 * k + 1) * LANES) as *const __m128i), ov);
-            add(&mut even, _mm256_set1_pd(d), eq);
-            add(&mut odd, _mm256_set1_pd(e), fq);
+        let zero = _mm256_setzero_pd();
+        let mut acc = [zero; 8];
+        for (j, &d) in row.iter().enumerate() {
+            let d2 = _mm256_set1_pd(d * d);
+            let mut m = _mm256_cmpeq_epi8(_mm256_loadu_si256(lp.add(j * LANES) as *const __m256i), ov);
+            for (s, a) in acc.iter_mut().enumerate() {
+                if s > 0 {
+                    m = _mm256_slli_epi64::<8>(m);
+                }
+                *a = _mm256_add_pd(*a, _mm256_blendv_pd(zero, d2, _mm256_castsi256_pd(m)));
+            }
         }
-        if row.len() % 2 == 1 {
-            let last = row.len() - 1;
-            let eq = _mm_cmpeq_epi8(_mm_loadu_si128(lp.add(last * LANES) as *const __m128i), ov);
-            add(&mut even, _mm256_set1_pd(row[last] * row[last]), eq);
-        }
+        // acc[s] lane k holds permutation 8k + 7 − s
         let mut out = [0.0f64; LANES];
-        for (q, (a, b)) in even.iter().zip(&odd).enumerate() {
-            _mm256_storeu_pd(out.as_mut_ptr().add(4 * q), _mm256_add_pd(*a, *b));
+        for (s, a) in acc.iter().enumerate() {
+            let mut lanes = [0.0f64; 4];
+            _mm256_storeu_pd(lanes.as_mut_ptr(), *a);
+            for (k, v) in lanes.iter().enumerate() {
+                out[8 * k + 7 - s] = *v;
+            }
         }
         out
     }
 
-    /// `super::task` for byte labels with the AVX2 tile.
+    /// `row_tile_f32` with AVX2: as `row_tile_u8`, on eight f32 lanes per register (4 blends per pair).
     #[target_feature(enable = "avx2")]
-    pub unsafe fn task_u8(d: crate::matrix::Distances<'_>, packed: &[u8], inv: &[f64], r0: usize, r1: usize, out: &mut [f64]) {
-        super::task(d, packed, inv, r0, r1, out, |r, l, o| unsafe { row_tile_u8(r, l, o) })
+    pub unsafe fn row_tile_u8_f32(row: &[f64], labels: &[u8], own: &[u8; LANES]) -> [f64; LANES] {
+        assert!(labels.len() >= row.len() * LANES);
+        let ov = _mm256_loadu_si256(own.as_ptr() as *const __m256i);
+        let lp = labels.as_ptr();
+        let zero = _mm256_setzero_ps();
+        let mut acc = [zero; 4];
+        for (j, &d) in row.iter().enumerate() {
+            let d2 = _mm256_set1_ps((d * d) as f32);
+            let mut m = _mm256_cmpeq_epi8(_mm256_loadu_si256(lp.add(j * LANES) as *const __m256i), ov);
+            for (s, a) in acc.iter_mut().enumerate() {
+                if s > 0 {
+                    m = _mm256_slli_epi32::<8>(m);
+                }
+                *a = _mm256_add_ps(*a, _mm256_blendv_ps(zero, d2, _mm256_castsi256_ps(m)));
+            }
+        }
+        // acc[s] lane k holds permutation 4k + 3 − s
+        let mut out = [0.0f64; LANES];
+        for (s, a) in acc.iter().enumerate() {
+            let mut lanes = [0.0f32; 8];
+            _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
+            for (k, v) in lanes.iter().enumerate() {
+                out[4 * k + 3 - s] = f64::from(*v);
+            }
+        }
+        out
+    }
+
+    /// `super::task` for byte labels with the AVX2 tile (f64, or f32 when `screen`).
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn task_u8(
+        d: crate::matrix::Distances<'_>,
+        packed: &[u8],
+        inv: &[f64],
+        r0: usize,
+        r1: usize,
+        out: &mut [f64],
+        screen: bool,
+    ) {
+        if screen {
+            super::task(d, packed, inv, r0, r1, out, |r, l, o| unsafe { row_tile_u8_f32(r, l, o) })
+        } else {
+            super::task(d, packed, inv, r0, r1, out, |r, l, o| unsafe { row_tile_u8(r, l, o) })
+        }
     }
 }
 
@@ -166,13 +203,17 @@ fn task<T: Label, F: Fn(&[f64], &[T], &[T; LANES]) -> [f64; LANES]>(
     }
 }
 
-fn task_u8(d: Distances<'_>, packed: &[u8], inv: &[f64], r0: usize, r1: usize, out: &mut [f64]) {
+fn task_u8(d: Distances<'_>, packed: &[u8], inv: &[f64], r0: usize, r1: usize, out: &mut [f64], screen: bool) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { avx2::task_u8(d, packed, inv, r0, r1, out) };
+        return unsafe { avx2::task_u8(d, packed, inv, r0, r1, out, screen) };
     }
-    task(d, packed, inv, r0, r1, out, row_tile::<u8>)
+    if screen {
+        task(d, packed, inv, r0, r1, out, row_tile_f32::<u8>)
+    } else {
+        task(d, packed, inv, r0, r1, out, row_tile::<u8>)
+    }
 }
 
 fn task_u32(d: Distances<'_>, packed: &[u32], inv: &[f64], r0: usize, r1: usize, out: &mut [f64]) {
@@ -181,6 +222,38 @@ fn task_u32(d: Distances<'_>, packed: &[u32], inv: &[f64], r0: usize, r1: usize,
 
 /// SS_W for each of `perms` label rows (`labels` is perms × n row-major codes 0..g−1; `inv` = 1/n_g).
 pub fn within_sums(d: Distances<'_>, labels: &[i32], perms: usize, inv: &[f64]) -> Vec<f64> {
+    sums(d, labels, perms, inv, false)
+}
+
+/// Relative error bound of a screened SS_W: column tiles sum at most COLS terms in f32, each partial
+/// within γ_COLS = COLS·2⁻²⁴/(1 − COLS·2⁻²⁴) ≈ 3.1e-5 of its (non-negative) exact value, plus 2⁻²⁴ for
+/// rounding d² to f32; the f64 sums of partials add ~1e-16 per tile. 1e-4 leaves a factor 3 spare.
+const SCREEN_MARGIN: f64 = 1e-4;
+
+/// Number of label rows whose SS_W is ≤ `bound`, exactly as `within_sums` would decide it.
+///
+/// All rows are first computed in f32 (twice the lanes per instruction); only rows whose screened value
+/// falls within SCREEN_MARGIN of `bound` — where the f32 error could flip the decision — are recomputed
+/// in f64. The count is therefore the f64 count.
+pub fn count_at_most(d: Distances<'_>, labels: &[i32], perms: usize, inv: &[f64], bound: f64) -> usize {
+    let n = d.n;
+    let screened = sums(d, labels, perms, inv, inv.len() <= 256);
+    let mut count = 0;
+    let mut unsure = Vec::new();
+    for (p, &s) in screened.iter().enumerate() {
+        if s < bound * (1.0 - SCREEN_MARGIN) {
+            count += 1;
+        } else if s <= bound * (1.0 + SCREEN_MARGIN) {
+            unsure.extend_from_slice(&labels[p * n..(p + 1) * n]);
+        }
+    }
+    if !unsure.is_empty() {
+        count += within_sums(d, &unsure, unsure.len() / n, inv).iter().filter(|&&s| s <= bound).count();
+    }
+    count
+}
+
+fn sums(d: Distances<'_>, labels: &[i32], perms: usize, inv: &[f64], screen: bool) -> Vec<f64> {
     let n = d.n;
     if perms == 0 || n < 2 {
         return vec![0.0; perms];
@@ -190,7 +263,7 @@ pub fn within_sums(d: Distances<'_>, labels: &[i32], perms: usize, inv: &[f64]) 
     let mut partials = vec![0.0f64; tasks.len() * width];
     if inv.len() <= 256 {
         let packed = pack::<u8>(labels, perms, n);
-        partials.par_chunks_mut(width).zip(tasks.par_iter()).for_each(|(out, &(r0, r1))| task_u8(d, &packed, inv, r0, r1, out));
+        partials.par_chunks_mut(width).zip(tasks.par_iter()).for_each(|(out, &(r0, r1))| task_u8(d, &packed, inv, r0, r1, out, screen));
     } else {
         let packed = pack::<u32>(labels, perms, n);
         partials.par_chunks_mut(width).zip(tasks.par_iter()).for_each(|(out, &(r0, r1))| task_u32(d, &packed, inv, r0, r1, out));
@@ -236,6 +309,47 @@ mod tests {
             // SAFETY: AVX2 checked above.
             let simd = unsafe { avx2::row_tile_u8(&row, &labels, &own) };
             assert_eq!(portable.map(f64::to_bits), simd.map(f64::to_bits));
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_f32_tile_is_bitwise_equal_to_portable_f32_tile() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        for len in [0usize, 1, 5, 64] {
+            let row: Vec<f64> = (0..len).map(|k| (k as f64 * 0.731).sin().abs() * 3.0).collect();
+            let labels: Vec<u8> = (0..len * LANES).map(|k| ((k * 7919) % 5) as u8).collect();
+            let own: [u8; LANES] = std::array::from_fn(|q| (q % 5) as u8);
+            // SAFETY: AVX2 checked above.
+            let simd = unsafe { avx2::row_tile_u8_f32(&row, &labels, &own) };
+            assert_eq!(row_tile_f32(&row, &labels, &own).map(f64::to_bits), simd.map(f64::to_bits));
+        }
+    }
+
+    #[test]
+    fn screened_count_equals_exact_count_even_at_the_bound() {
+        let n = 300;
+        let cond: Vec<f64> = (0..n * (n - 1) / 2).map(|k| ((k * 2654435761usize) % 1000) as f64 / 100.0).collect();
+        let d = Distances::new(&cond, n, false).unwrap();
+        let perms = 70;
+        let mut labels: Vec<i32> = (0..perms * n).map(|k| ((k % n) % 3) as i32).collect();
+        let mut state = 99u64;
+        for p in 1..perms {
+            for j in (1..n).rev() {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                labels.swap(p * n + j, p * n + (state >> 33) as usize % (j + 1));
+            }
+        }
+        let inv = [1.0 / 100.0; 3];
+        let exact = within_sums(d, &labels, perms, &inv);
+        let mut sorted = exact.clone();
+        sorted.sort_by(f64::total_cmp);
+        // bounds exactly at, just below and just above several exact values exercise the recheck
+        for &b in &[sorted[0], sorted[10], sorted[35] * (1.0 + 1e-12), sorted[35] * (1.0 - 1e-12), sorted[69], 0.0] {
+            let want = exact.iter().filter(|&&s| s <= b).count();
+            assert_eq!(count_at_most(d, &labels, perms, &inv, b), want, "bound {b}");
         }
     }
 

@@ -1,6 +1,6 @@
 //! PyO3 shims for the kernels other than Kendall's: convert arguments, check codes, release the GIL.
 use crate::matrix::Distances;
-use crate::{bootstrap, cluster, pdist, permanova, permdisp};
+use crate::{bootstrap, cluster, pdist, permanova, permdisp, permute};
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -48,6 +48,39 @@ fn permanova_within_py<'py>(
     let inv = contiguous("inverse_sizes", &inverse_sizes)?;
     codes_below("labels", lab, inv.len())?;
     Ok(py.detach(|| permanova::within_sums(d, lab, perms, inv)).into_pyarray(py))
+}
+
+#[pyfunction(name = "permanova_at_most")]
+fn permanova_at_most_py<'py>(
+    py: Python<'py>,
+    distances: PyReadonlyArrayDyn<'py, f64>,
+    labels: PyReadonlyArray2<'py, i32>,
+    inverse_sizes: PyReadonlyArray1<'py, f64>,
+    bound: f64,
+) -> PyResult<usize> {
+    let d = self::distances(&distances)?;
+    let (perms, n) = (labels.shape()[0], labels.shape()[1]);
+    if n != d.n {
+        return Err(err(format!("labels: {n} columns but the distances have n = {}", d.n)));
+    }
+    let lab = contiguous("labels", &labels)?;
+    let inv = contiguous("inverse_sizes", &inverse_sizes)?;
+    codes_below("labels", lab, inv.len())?;
+    Ok(py.detach(|| permanova::count_at_most(d, lab, perms, inv, bound)))
+}
+
+#[pyfunction(name = "permutations")]
+fn permutations_py<'py>(
+    py: Python<'py>,
+    codes: PyReadonlyArray1<'py, i32>,
+    key: u64,
+    first: u64,
+    count: usize,
+) -> PyResult<Bound<'py, PyArray2<i32>>> {
+    let c = contiguous("codes", &codes)?;
+    let n = c.len();
+    let out = py.detach(|| permute::permutations(c, key, first, count));
+    out.into_pyarray(py).reshape([count, n])
 }
 
 #[pyfunction(name = "group_row_sums")]
@@ -135,6 +168,8 @@ fn cluster_spread_py<'py>(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pdist_py, m)?)?;
     m.add_function(wrap_pyfunction!(permanova_within_py, m)?)?;
+    m.add_function(wrap_pyfunction!(permanova_at_most_py, m)?)?;
+    m.add_function(wrap_pyfunction!(permutations_py, m)?)?;
     m.add_function(wrap_pyfunction!(group_row_sums_py, m)?)?;
     m.add_function(wrap_pyfunction!(group_f_py, m)?)?;
     m.add_function(wrap_pyfunction!(bootstrap_kendall_py, m)?)?;
