@@ -62,6 +62,8 @@ def render(cell: PromptCell, question: int, k: int, form: str, wrapper: str) -> 
     position = cell.option_order.index(k) + 1
     if form == "label":
         return wrapper.format(x=displayed_options(cell, question)[position])
+    if form == "english_label":  # a model answering a translated prompt in English names the option itself
+        return wrapper.format(x=load_instrument("en").questions[question].label(k))
     digits = {"ascii": str(position), "arabic": str(position).translate(ARABIC_INDIC),
               "fullwidth": str(position).translate(FULL_WIDTH)}[form]
     return wrapper.format(x=digits)
@@ -72,7 +74,7 @@ def render(cell: PromptCell, question: int, k: int, form: str, wrapper: str) -> 
 def test_item_round_trip(data, cell):
     question = cell.questions[0]
     k = data.draw(st.integers(1, 5))
-    form = data.draw(st.sampled_from(["ascii", "arabic", "fullwidth", "label"]))
+    form = data.draw(st.sampled_from(["ascii", "arabic", "fullwidth", "label", "english_label"]))
     if cell.reply_format == "json" and data.draw(st.booleans()):
         position = cell.option_order.index(k) + 1
         reply = json.dumps({"option_id": position, "reason": "..."}, ensure_ascii=False)
@@ -87,7 +89,11 @@ def test_item_round_trip(data, cell):
 @given(data=st.data(), cell=cells("survey"))
 def test_survey_round_trip(data, cell):
     chosen = data.draw(st.lists(st.integers(1, 5), min_size=24, max_size=24))
-    form = data.draw(st.sampled_from(["ascii", "arabic", "label"]))
-    lines = [f"{q}. {render(cell, q, k, form, '{x}')}" for q, k in zip(cell.questions, chosen)]
+    form = data.draw(st.sampled_from(["ascii", "arabic", "label", "json"]))
+    if form == "json":
+        lines = [json.dumps([{"question": q, "option_id": cell.option_order.index(k) + 1, "reason": "..."}
+                             for q, k in zip(cell.questions, chosen)], ensure_ascii=False)]
+    else:
+        lines = [f"{q}. {render(cell, q, k, form, '{x}')}" for q, k in zip(cell.questions, chosen)]
     answers = parse_reply("\n".join(lines), cell).answers
     assert [(a.option_id, a.status) for a in answers] == [(k, "ok") for k in chosen], "\n".join(lines)

@@ -158,3 +158,13 @@ def test_missing_template_key_names_file_and_key(data_dir):
     path.write_text(json.dumps(raw))
     with pytest.raises(PromptError, match=r"prompts/en\.json: instructions\.item\.persona: missing"):
         build_messages(PromptCell("en", "item", (1,)))
+
+
+def test_bad_placeholder_names_file_key_and_allowed_fields(data_dir):
+    path = data_dir / "prompts" / "en.json"
+    raw = json.loads(path.read_text())
+    raw["instructions"]["item"]["persona"] = "Act like you are someone from {nation}."
+    path.write_text(json.dumps(raw))
+    with pytest.raises(PromptError, match=r"en\.json: instructions\.item\.persona: bad placeholder 'nation' "
+                                          r"\(allowed for framing 'persona': \{country\}\)"):
+        build_messages(PromptCell("en", "item", (1,), Framing("persona", "Japan")))
