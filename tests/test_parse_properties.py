@@ -97,3 +97,24 @@ def test_survey_round_trip(data, cell):
         lines = [f"{q}. {render(cell, q, k, form, '{x}')}" for q, k in zip(cell.questions, chosen)]
     answers = parse_reply("\n".join(lines), cell).answers
     assert [(a.option_id, a.status) for a in answers] == [(k, "ok") for k in chosen], "\n".join(lines)
+
+
+REPLY_PIECES = st.sampled_from([
+    "1", "2", "3", "4", "5", "7", "0", "2.5", "٣", "３", "三", " or ", " maybe ", "Answer:", "**", "{", "}", '"option_id":',
+    "[", "]", "\n", "1. ", "2) ", "(11) ", "very important", "strongly disagree", "非常重要", "不同意", "أوافق",
+    "súhlasím", "As an AI", "<think>", "</think>", "1 to 5", "4/5", "Q3", "第3题", "= ", "|", "N/A", " ",
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(cell=st.one_of(cells("item"), cells("survey")),
+       text=st.one_of(st.text(max_size=300), st.lists(REPLY_PIECES, max_size=40).map("".join)))
+def test_any_text_parses_to_well_formed_answers(cell, text):
+    result = parse_reply(text, cell)
+    assert [a.question for a in result.answers] == list(cell.questions)
+    for answer in result.answers:
+        assert answer.status in ("ok", "refusal", "no_answer", "ambiguous", "out_of_range", "invalid_format")
+        assert (answer.option_id is not None) == (answer.status == "ok")
+        assert answer.option_id is None or cell.option_order[answer.displayed - 1] == answer.option_id
+        assert not answer.hedged or answer.status == "ok"
+    assert parse_reply(text, cell) == result  # deterministic
