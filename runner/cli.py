@@ -15,7 +15,12 @@ from runner import __version__
 
 COMMAND_MODULES = (
     "runner.commands.info",
+    "runner.commands.score",
     "runner.commands.parse_text",
+    "runner.commands.serve_sim",
+    "runner.commands.run",
+    "runner.commands.plan",
+    "runner.commands.status",
     "runner.commands.serve_llm",
 )
 

@@ -1,0 +1,144 @@
+"""The sweep runner against the simulator at zero latency: throughput next to a plain aiohttp loop, and memory.
+
+    python -m benches.runner_bench throughput [--cells 20000] [--concurrency 64]
+    python -m benches.runner_bench memory [--cells 20000 200000]
+
+throughput: ``hofcat serve-sim`` runs in its own process; the same cells are sent to it, back to back, by
+(1) a minimal plain-aiohttp loop (request bodies prepared before the clock starts; N workers post, read and
+decode; nothing stored) and (2) ``run_sweep`` (plan, limits off, retries, Parquet store, parsed answers).
+Correctness first: the plain loop got N replies; hofcat stored N distinct cells whose texts equal what the
+plain loop got for the same request (the server answers a request deterministically).
+
+memory: ``hofcat run`` as a child process that reports its own peak RSS (``ru_maxrss``) at exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+from runner.prompts import load_templates
+from runner.sim import SimProcess
+
+
+def spec_text(base_url: str, cells: int, concurrency: int) -> str:
+    """An item-mode spec of about ``cells`` cells: 17 personas × 24 questions × enough seeds; no limits."""
+    countries = sorted(load_templates("en")["countries"])
+    seeds = max(1, round(cells / (len(countries) * 24)))
+    return f"""
+[run]
+name = "bench"
+batch_rows = 5000
+[[endpoints]]
+name = "sim"
+provider = "openai"
+base_url = "{base_url}"
+model = "sim-1"
+max_concurrency = {concurrency}
+timeout_s = 60
+[design]
+personas = {json.dumps(countries)}
+seeds = {list(range(1, seeds + 1))}
+temperature = [0.7]
+max_tokens = 16
+"""
+
+
+async def plain_loop(url: str, bodies: list[bytes], concurrency: int) -> list[str]:
+    """POST every body with ``concurrency`` workers; the reply texts in body order."""
+    out: list[str] = [""] * len(bodies)
+    next_index = iter(range(len(bodies)))
+    headers = {"Content-Type": "application/json"}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
+        async def worker() -> None:
+            for i in next_index:
+                async with session.post(url, data=bodies[i], headers=headers) as response:
+                    out[i] = json.loads(await response.read())["choices"][0]["message"]["content"]
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return out
+
+
+def throughput(cells: int, concurrency: int) -> dict[str, float]:
+    """Cells per second of the plain loop and of hofcat on the same requests to the same server."""
+    from runner.execute import _rendered
+    from runner.plan import iter_cells
+    from runner.spec import parse_spec
+    from runner.store import read_dataset
+    from runner.sweep import run_sweep
+
+    with SimProcess(["--seed", "1"]) as sim:
+        spec = parse_spec(spec_text(sim.base_url, cells, concurrency))
+        plan = list(iter_cells(spec))
+        bodies = [json.dumps({"model": "sim-1", "messages": _rendered(c.prompt)[0], "temperature": c.sampling.temperature,
+                              "top_p": c.sampling.top_p, "max_tokens": c.sampling.max_tokens,
+                              "seed": c.sampling.seed}).encode() for c in plan]
+        url = f"{sim.base_url}/chat/completions"
+        t0, c0 = time.perf_counter(), time.process_time()
+        texts = asyncio.run(plain_loop(url, bodies, concurrency))
+        plain_s, plain_cpu = time.perf_counter() - t0, time.process_time() - c0
+        assert all(texts) and len(texts) == len(plan)
+        out = Path(tempfile.mkdtemp(prefix="hofcat-bench-"))
+        try:
+            t0, c0 = time.perf_counter(), time.process_time()
+            result = run_sweep(spec, out / "run", live=False, log_every_s=3600)
+            hofcat_s, hofcat_cpu = time.perf_counter() - t0, time.process_time() - c0
+            stored = read_dataset(out / "run", "responses", ["cell_key", "response_text"]).to_pydict()
+        finally:
+            shutil.rmtree(out)
+    assert result.stored == len(plan) == len(set(stored["cell_key"])), "hofcat did not store every cell once"
+    by_key = dict(zip(stored["cell_key"], stored["response_text"], strict=True))
+    assert all(by_key[c.key] == t for c, t in zip(plan, texts, strict=True)), "stored text differs from the server's"
+    n = len(plan)
+    return {"cells": n, "concurrency": concurrency, "plain_cells_per_s": n / plain_s,
+            "hofcat_cells_per_s": n / hofcat_s, "ratio": plain_s / hofcat_s,
+            "plain_client_cpu_us_per_cell": plain_cpu / n * 1e6, "hofcat_client_cpu_us_per_cell": hofcat_cpu / n * 1e6}
+
+
+def memory(cells: int, concurrency: int = 64) -> dict[str, float]:
+    """Peak RSS (MB) of a ``hofcat run`` child process sweeping ``cells`` cells at zero latency."""
+    child = ("import resource, sys; from runner.cli import main; code = main(sys.argv[1:]); "
+             "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(code)")
+    with SimProcess(["--seed", "1"]) as sim, tempfile.TemporaryDirectory(prefix="hofcat-bench-") as tmp:
+        spec = Path(tmp) / "spec.toml"
+        spec.write_text(spec_text(sim.base_url, cells, concurrency))
+        t0 = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", child, "run", str(spec), "--out", f"{tmp}/run", "--log-every", "3600"],
+                              capture_output=True, text=True, check=True)
+        elapsed = time.perf_counter() - t0
+        from runner.accounting import run_status
+
+        status = run_status(f"{tmp}/run")
+    assert status["done"] == status["planned"] and status["remaining"] == 0 and status["failed"] == 0
+    peak_kb = int(done.stderr.split("PEAK_RSS_KB")[1].split()[0])
+    return {"cells": status["planned"], "peak_rss_mb": peak_kb / 1024, "seconds": elapsed}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the chosen bench and print one JSON line per measurement."""
+    parser = argparse.ArgumentParser(prog="python -m benches.runner_bench")
+    parser.add_argument("what", choices=["throughput", "memory"])
+    parser.add_argument("--cells", type=int, nargs="+", default=None)
+    parser.add_argument("--concurrency", type=int, default=64)
+    args = parser.parse_args(argv)
+    if args.what == "throughput":
+        for n in args.cells or [20000]:
+            print(json.dumps(throughput(n, args.concurrency)), flush=True)
+    else:
+        for n in args.cells or [20000, 200000]:
+            print(json.dumps(memory(n, args.concurrency)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""``hofcat run SPEC --out RUN_DIR``: run a sweep, or resume it when RUN_DIR already holds part of it."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "run"
+HELP = "Run the sweep a spec describes into RUN_DIR; the same command again resumes it."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """SPEC, --out, --retry-failed, --log-every."""
+    parser.add_argument("spec", metavar="SPEC", help="the sweep spec (TOML)")
+    parser.add_argument("--out", metavar="RUN_DIR", required=True, help="run directory (created, or resumed)")
+    parser.add_argument("--retry-failed", action="store_true",
+                        help="also retry the cells that exhausted their retries in earlier runs")
+    parser.add_argument("--log-every", metavar="SECONDS", type=float, default=60.0,
+                        help="seconds between progress lines when stderr is not a terminal (default 60)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Exit 0 when every cell has an outcome, 130 when interrupted (resumable), 2 on a bad spec or RUN_DIR."""
+    import sys
+
+    from runner.run_errors import RunDirError, SpecError
+    from runner.spec import load_spec
+    from runner.sweep import run_sweep
+
+    try:
+        spec = load_spec(args.spec)
+        result = run_sweep(spec, args.out, retry_failed=args.retry_failed, log_every_s=args.log_every)
+    except (SpecError, RunDirError) as exc:
+        print(f"hofcat run: {exc}", file=sys.stderr)
+        return 2
+    if result.interrupted:
+        print(f"hofcat run: interrupted; run the same command again to resume ({args.out})", file=sys.stderr)
+        return 130
+    print(f"hofcat run: {result.stored} stored, {result.failed} failed, {result.already_stored} stored before "
+          f"→ {args.out}", file=sys.stderr)
+    return 0

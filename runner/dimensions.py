@@ -1,0 +1,16 @@
+"""The six Hofstede dimensions, in the order every hofcat array and table uses."""
+
+from __future__ import annotations
+
+DIMENSIONS: tuple[str, ...] = ("pdi", "idv", "mas", "uai", "lto", "ivr")
+
+DIMENSION_NAMES: dict[str, str] = {
+    "pdi": "Power Distance",
+    "idv": "Individualism",
+    "mas": "Masculinity",
+    "uai": "Uncertainty Avoidance",
+    "lto": "Long-Term Orientation",
+    "ivr": "Indulgence",
+}
+
+QUESTIONS: tuple[int, ...] = tuple(range(1, 25))  # the 24 content questions that enter the indices

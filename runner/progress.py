@@ -1,0 +1,143 @@
+"""Run counters and their display: a live rich panel on a terminal, a plain log line per minute elsewhere.
+
+The executor only increments counters in ``RunStats``; ``Progress`` reads them on its own schedule, so the
+display never slows the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TextIO
+
+
+@dataclass
+class EndpointStats:
+    """Counters of one endpoint, plus live readings of its concurrency cap and rate limit."""
+
+    name: str
+    requests_per_minute: int | None
+    max_concurrency: int
+    done: int = 0
+    failed: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    in_flight: Callable[[], int] = lambda: 0
+    concurrency_limit: Callable[[], int] = lambda: 0
+
+
+@dataclass
+class RunStats:
+    """Counters of one run session; ``total`` counts the cells this session has to do."""
+
+    total: int
+    already_stored: int = 0
+    done: int = 0
+    failed: int = 0
+    retries: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    started: float = field(default_factory=time.monotonic)
+    endpoints: dict[str, EndpointStats] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def rate(self) -> float:
+        """Cells finished (stored or failed) per second since the start."""
+        elapsed = time.monotonic() - self.started
+        return (self.done + self.failed) / elapsed if elapsed > 0 else 0.0
+
+    def finished(self) -> int:
+        """Cells of the plan with an outcome: stored before this session, or stored/failed in it."""
+        return self.already_stored + self.done + self.failed
+
+    def eta_s(self) -> float | None:
+        """Seconds left at the current rate (None before the first cell)."""
+        rate = self.rate()
+        left = self.total - self.finished()
+        return left / rate if rate > 0 else None
+
+    def line(self) -> str:
+        """One plain-text summary line (used for logs)."""
+        eta = self.eta_s()
+        parts = [
+            f"{self.finished()}/{self.total} cells", f"{self.failed} failed", f"{self.retries} retries",
+            f"{self.rate():.1f} cells/s", f"ETA {_duration(eta)}",
+            f"tokens {self.input_tokens} in / {self.output_tokens} out",
+        ]
+        for e in self.endpoints.values():
+            limit = "unlimited" if e.requests_per_minute is None else f"{e.requests_per_minute} rpm"
+            parts.append(f"{e.name}: {e.in_flight()}/{e.concurrency_limit()} in flight (max {e.max_concurrency}), {limit}")
+        return " | ".join(parts)
+
+
+class Progress:
+    """Shows ``RunStats`` until stopped: rich live display on a TTY, else a log line every ``log_every_s``."""
+
+    def __init__(self, stats: RunStats, *, stream: TextIO | None = None, log_every_s: float = 60.0,
+                 live: bool | None = None) -> None:
+        self.stats = stats
+        self.stream = stream or sys.stderr
+        self.log_every_s = log_every_s
+        self.live = self.stream.isatty() if live is None else live
+        self._task: asyncio.Task | None = None
+
+    def note(self, message: str) -> None:
+        """A one-off message (unsupported parameter, stopping, ...), printed once."""
+        self.stats.notes.append(message)
+        print(f"hofcat: {message}", file=self.stream, flush=True)
+
+    def start(self) -> None:
+        """Begin displaying, from the running event loop."""
+        self._task = asyncio.get_running_loop().create_task(self._live() if self.live else self._log())
+
+    async def stop(self) -> None:
+        """Stop displaying and print the final summary line."""
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        print(f"hofcat: {self.stats.line()}", file=self.stream, flush=True)
+
+    async def _log(self) -> None:
+        while True:
+            await asyncio.sleep(self.log_every_s)
+            print(f"hofcat: {self.stats.line()}", file=self.stream, flush=True)
+
+    async def _live(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        with Live(self._render(), console=Console(file=self.stream), refresh_per_second=4, transient=True) as live:
+            while True:
+                await asyncio.sleep(0.25)
+                live.update(self._render())
+
+    def _render(self) -> object:
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+
+        s = self.stats
+        finished = s.finished()
+        table = Table.grid(padding=(0, 2))
+        table.add_row(ProgressBar(total=max(s.total, 1), completed=finished, width=40),
+                      f"{finished}/{s.total}", f"{s.rate():.1f} cells/s", f"ETA {_duration(s.eta_s())}")
+        table.add_row(f"retries {s.retries}", f"failed {s.failed}",
+                      f"tokens {s.input_tokens} in / {s.output_tokens} out", f"already stored {s.already_stored}")
+        for e in s.endpoints.values():
+            limit = "no rpm limit" if e.requests_per_minute is None else f"{e.requests_per_minute} rpm"
+            table.add_row(f"  {e.name}", f"in flight {e.in_flight()}/{e.concurrency_limit()} (max {e.max_concurrency})",
+                          limit, f"done {e.done} failed {e.failed} 429s {e.rate_limited}")
+        return table
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "--:--"
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60:02d}:{rest % 60:02d}"

@@ -1,0 +1,79 @@
+"""Request/response mapping for each provider's chat API; no networking, retries or limits here.
+
+A provider turns a ``ChatRequest`` into an ``HttpCall`` (URL path, headers, JSON body) and a decoded JSON
+reply into a ``Reply``; a body that is not its reply shape raises ``UnreadableBody``. Sampling parameters a
+provider's API cannot take are listed in ``unsupported`` so that the executor reports them once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from runner.run_errors import UnreadableBody
+
+__all__ = ["ChatRequest", "HttpCall", "Provider", "Reply", "get_provider"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """What to send: model, chat messages (role/content dicts) and sampling parameters."""
+
+    model: str
+    messages: list[dict[str, str]]
+    seed: int | None
+    temperature: float
+    top_p: float
+    max_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class HttpCall:
+    """One HTTP POST: absolute URL, headers (may hold the API key: never log them) and JSON body."""
+
+    url: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A provider's answer: text, why generation stopped, and token usage when the server reported it."""
+
+    text: str
+    finish_reason: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+
+
+class Provider(Protocol):
+    """The mapping between hofcat's request/reply and one provider's HTTP JSON shapes."""
+
+    name: str
+    unsupported: frozenset[str]  # ChatRequest fields this API cannot take (reported once per run)
+
+    def call(self, base_url: str, api_key: str | None, request: ChatRequest) -> HttpCall:
+        """The HTTP request for ``request`` against ``base_url`` (no trailing slash)."""
+        ...
+
+    def reply(self, body: Any) -> Reply:
+        """The reply in a decoded JSON body; raises ``UnreadableBody`` when the shape is wrong."""
+        ...
+
+
+def get_provider(name: str) -> Provider:
+    """The provider mapping called ``name`` (openai, anthropic, gemini)."""
+    from runner.providers import anthropic, gemini, openai
+
+    return {"openai": openai.PROVIDER, "anthropic": anthropic.PROVIDER, "gemini": gemini.PROVIDER}[name]
+
+
+def shape_error(provider: str, body: Any, what: str) -> UnreadableBody:
+    """An ``UnreadableBody`` saying which part of ``provider``'s reply shape is missing (body abbreviated)."""
+    text = repr(body)
+    return UnreadableBody(f"{provider} reply without {what}: {text[:200]}{'…' if len(text) > 200 else ''}")
+
+
+def as_int(value: Any) -> int | None:
+    """``value`` if it is an integer token count, else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,46 @@
+"""OpenAI-compatible chat completions (OpenAI, vLLM, llama.cpp server, Ollama, TGI, hofcat serve-sim)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runner.providers import ChatRequest, HttpCall, Reply, as_int, shape_error
+
+
+class OpenAIProvider:
+    """``POST {base_url}/chat/completions``; seed, temperature, top_p and max_tokens passed through."""
+
+    name = "openai"
+    unsupported: frozenset[str] = frozenset()
+
+    def call(self, base_url: str, api_key: str | None, request: ChatRequest) -> HttpCall:
+        """The chat-completions request; the key goes in a Bearer header."""
+        headers = {"Content-Type": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        body: dict[str, Any] = {
+            "model": request.model, "messages": request.messages, "temperature": request.temperature,
+            "top_p": request.top_p, "max_tokens": request.max_tokens,
+        }
+        if request.seed is not None:
+            body["seed"] = request.seed
+        return HttpCall(f"{base_url}/chat/completions", headers, body)
+
+    def reply(self, body: Any) -> Reply:
+        """Text of the first choice (its refusal text when content is null), finish reason and usage."""
+        try:
+            choice = body["choices"][0]
+            message = choice["message"]
+        except (KeyError, IndexError, TypeError):
+            raise shape_error(self.name, body, "choices[0].message") from None
+        text = message.get("content") if isinstance(message, dict) else None
+        if text is None and isinstance(message, dict):
+            text = message.get("refusal")
+        if not isinstance(text, str):
+            raise shape_error(self.name, body, "a string choices[0].message.content")
+        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        return Reply(text, choice.get("finish_reason"), as_int(usage.get("prompt_tokens")),
+                     as_int(usage.get("completion_tokens")))
+
+
+PROVIDER = OpenAIProvider()

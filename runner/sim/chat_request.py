@@ -1,0 +1,94 @@
+"""Validation of a chat-completions request body into the few values the simulator uses."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+class BadRequest(Exception):
+    """The body is not a chat-completions request the simulator accepts (answered with HTTP 400)."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """The reply-deciding parts of a valid request."""
+
+    body: dict[str, Any]
+    model: str
+    messages: tuple[tuple[str, str], ...]  # (role, content)
+    temperature: float
+    top_p: float
+    seed: int | None
+    max_tokens: int | None
+
+
+def parse_request(raw: bytes) -> ChatRequest:
+    """Decode and validate a request body (OpenAI's ranges: temperature 0–2, top_p 0–1)."""
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadRequest(f"request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty list", "messages")
+    pairs = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise BadRequest(f"messages[{i}] must be an object with a string 'role'", f"messages[{i}]")
+        pairs.append((message["role"], _content_text(message.get("content"), i)))
+    if body.get("stream"):
+        raise BadRequest("streaming is not supported by the simulator", "stream")
+    if body.get("n", 1) != 1:
+        raise BadRequest("only n=1 is supported", "n")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("'model' must be a non-empty string", "model")
+    return ChatRequest(
+        body=body,
+        model=model,
+        messages=tuple(pairs),
+        temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
+        top_p=_number(body, "top_p", 1.0, 0.0, 1.0),
+        seed=_integer(body, "seed", minimum=None),
+        max_tokens=_integer(body, "max_tokens", minimum=1)
+        if body.get("max_tokens") is not None
+        else _integer(body, "max_completion_tokens", minimum=1),
+    )
+
+
+def _content_text(content: object, index: int) -> str:
+    """Message content as text: a string, or the text parts of a list of content parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    raise BadRequest(f"messages[{index}].content must be a string or a list of parts", f"messages[{index}].content")
+
+
+def _number(body: dict[str, Any], name: str, default: float, lo: float, hi: float) -> float:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not lo <= value <= hi:
+        raise BadRequest(f"'{name}' must be a number between {lo:g} and {hi:g}, got {value!r}", name)
+    return float(value)
+
+
+def _integer(body: dict[str, Any], name: str, minimum: int | None) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
+        floor = "" if minimum is None else f" >= {minimum}"
+        raise BadRequest(f"'{name}' must be an integer{floor}, got {value!r}", name)
+    return value

@@ -1,0 +1,92 @@
+"""One sweep session: spec → manifest → open the run directory → execute the unstored cells → close.
+
+Running the same spec into the same directory again resumes: the plan minus the keys already stored (and,
+unless ``retry_failed``, minus the cells that already failed for good).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from runner.answers import parse_responses, parser_version
+from runner.execute import Executor, RunResult, api_key_for, unsupported_parameters
+from runner.plan import count_cells, factor_counts, iter_cells, validate_plan
+from runner.progress import Progress, RunStats
+from runner.retry import RetryPolicy
+from runner.spec import Spec
+from runner.store import FORMAT, RunStore, versions
+
+
+def build_manifest(spec: Spec) -> dict[str, Any]:
+    """The manifest of a run of ``spec``: spec and hash, versions, parser version, policies, seeds, plan size.
+
+    Holds no secrets: endpoints name the environment variable of their key, never the key.
+    """
+    d = spec.design
+    return {
+        "format": FORMAT,
+        "run_name": spec.run.name,
+        "spec_hash": spec.spec_hash,
+        "spec": spec.raw,
+        "spec_source": spec.source,
+        "versions": versions(),
+        "parser_version": parser_version(),
+        "reference": spec.run.reference,
+        "seeds": {
+            "master": spec.run.seed,
+            "sampling": list(d.seeds),
+            "option_order": ("per cell: shuffle_seed = derive_seed(master, 'option_order', language, framing kind, "
+                             "country, age, gender, questions, sampling seed); order = shuffled_order(shuffle_seed); "
+                             "stored in column shuffle_seed") if d.shuffle_options else "canonical order 1-5",
+        },
+        "policies": {
+            "retry": {e.name: RetryPolicy(e.max_retries).describe() for e in spec.endpoints},
+            "limits": {e.name: {"requests_per_minute": e.requests_per_minute, "tokens_per_minute": e.tokens_per_minute,
+                                "burst_per_s": e.burst, "window_s": e.rate_window_s,
+                                "window_counts": "from admission until window_s after the response",
+                                "max_concurrency": e.max_concurrency,
+                                "timeout_s": e.timeout_s, "adaptive_concurrency": "halve on 429, +1 per cap successes"}
+                       for e in spec.endpoints},
+            "failed_cells": "stored in failures/; retried only with --retry-failed",
+        },
+        "unsupported_parameters": {e.name: unsupported_parameters(e) for e in spec.endpoints},
+        "plan": {"cells": count_cells(spec), "factors": factor_counts(spec)},
+    }
+
+
+def run_sweep(spec: Spec, out: str | Path, *, retry_failed: bool = False, stream: TextIO | None = None,
+              live: bool | None = None, log_every_s: float = 60.0) -> RunResult:
+    """Run (or resume) ``spec`` into run directory ``out``; progress goes to ``stream`` (stderr)."""
+    validate_plan(spec)
+    for endpoint in spec.endpoints:
+        api_key_for(endpoint, spec.source)  # fail before touching the directory when a key is missing
+    return asyncio.run(_session(spec, Path(out), retry_failed, stream or sys.stderr, live, log_every_s))
+
+
+async def _session(spec: Spec, out: Path, retry_failed: bool, stream: TextIO, live: bool | None,
+                   log_every_s: float) -> RunResult:
+    store = RunStore.open(out, build_manifest(spec), batch_rows=spec.run.batch_rows, parser=parse_responses)
+    stats = RunStats(total=count_cells(spec))
+    progress = Progress(stats, stream=stream, live=live, log_every_s=log_every_s)
+    executor = Executor(store, stats, progress, flush_interval_s=spec.run.flush_interval_s, rng_seed=spec.run.seed)
+    interrupted = True
+    try:
+        skip = store.stored_keys(include_failed=not retry_failed)
+        work = [(e, _unstored(iter_cells(spec, e), skip, stats)) for e in spec.endpoints]
+        interrupted = await executor.run(work)
+    finally:
+        store.close({"outcome": "interrupted" if interrupted else "complete", "stored": stats.done,
+                     "failed": stats.failed, "already_stored": stats.already_stored, "retry_failed": retry_failed})
+    return RunResult(stats.done, stats.failed, stats.already_stored, interrupted,
+                     {e.name: unsupported_parameters(e) for e in spec.endpoints})
+
+
+def _unstored(cells, skip: set[str], stats: RunStats):
+    for cell in cells:
+        if cell.key in skip:
+            stats.already_stored += 1
+        else:
+            yield cell

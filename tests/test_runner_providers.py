@@ -1,0 +1,140 @@
+"""Anthropic and Gemini shapes against real loopback servers that speak them; OpenAI mapping details."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from _runner_support import check_run_dir, make_spec
+from aiohttp import web
+
+from runner.providers import ChatRequest, get_provider
+from runner.run_errors import UnreadableBody
+from runner.store import read_dataset
+from runner.sweep import run_sweep
+
+
+class ShapeServer:
+    """An aiohttp server in a thread answering in one provider's shape; records every request it got."""
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        self.requests: list[dict] = []
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self.base_url = ""
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.requests.append({"path": request.path, "query": request.query_string, "headers": dict(request.headers),
+                              "body": body})
+        n = len(self.requests)
+        if n % 5 == 0:  # every fifth attempt is rate limited, in this provider's header dialect
+            headers = ({"retry-after": "0"} if self.provider == "anthropic" else {"Retry-After": "0"})
+            return web.json_response({"error": {"type": "rate_limit_error"}}, status=429, headers=headers)
+        text = f"{n % 5}"
+        if self.provider == "anthropic":
+            return web.json_response({"type": "message", "role": "assistant", "stop_reason": "end_turn",
+                                      "content": [{"type": "text", "text": text}],
+                                      "usage": {"input_tokens": 40 + n, "output_tokens": 1}})
+        return web.json_response({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+                                                  "finishReason": "STOP"}],
+                                  "usageMetadata": {"promptTokenCount": 40 + n, "candidatesTokenCount": 1}})
+
+    def __enter__(self) -> ShapeServer:
+        self._thread.start()
+
+        async def start() -> int:
+            app = web.Application()
+            app.router.add_post("/{tail:.*}", self._handle)
+            self._runner = web.AppRunner(app, access_log=None)
+            await self._runner.setup()
+            site = web.TCPSite(self._runner, "127.0.0.1", 0)
+            await site.start()
+            return site._server.sockets[0].getsockname()[1]
+
+        port = asyncio.run_coroutine_threadsafe(start(), self._loop).result(30)
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(30)
+        self._loop.close()
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "gemini"])
+def test_provider_round_trip_against_its_own_shape(provider: str, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HOFCAT_TEST_KEY", "k-provider-test-123")
+    stream = io.StringIO()
+    with ShapeServer(provider) as server:
+        spec = make_spec(server.base_url, endpoint={"provider": provider, "model": "m-1", "api_key_env": "HOFCAT_TEST_KEY",
+                                                     "max_concurrency": 2},
+                         design={"personas": ["China"], "questions": [1, 2, 3], "seeds": [1, 2], "temperature": [0.3],
+                                 "top_p": [0.9]})
+        result = run_sweep(spec, tmp_path / "run", live=False, stream=stream)
+    rows = check_run_dir(tmp_path / "run", spec)
+    assert result.stored == 6 and len(rows) == 6
+    answered = server.requests
+    ok = [r for i, r in enumerate(answered, 1) if i % 5]
+    assert len(answered) == 7 and len(ok) == 6  # one 429 retried
+    texts = sorted(int(r["response_text"]) for r in rows.values())
+    assert texts == sorted(i % 5 for i in range(1, 8) if i % 5)
+    assert {r["input_tokens"] for r in rows.values()} <= set(range(41, 48))
+    system = "Reply with the number of your answer only, with no explanation."
+    for r in answered:
+        body, headers = r["body"], r["headers"]
+        assert "k-provider-test-123" not in r["path"] + r["query"]  # the key travels in a header only
+        if provider == "anthropic":
+            assert r["path"] == "/v1/messages" and headers["x-api-key"] == "k-provider-test-123"
+            assert headers["anthropic-version"] == "2023-06-01"
+            assert body["system"] == system and [m["role"] for m in body["messages"]] == ["user"]
+            assert (body["model"], body["temperature"], body["top_p"], body["max_tokens"]) == ("m-1", 0.3, 0.9, 64)
+            assert "seed" not in body
+        else:
+            assert r["path"] == "/v1/models/m-1:generateContent" and headers["x-goog-api-key"] == "k-provider-test-123"
+            assert body["systemInstruction"] == {"parts": [{"text": system}]}
+            assert [c["role"] for c in body["contents"]] == ["user"]
+            assert body["generationConfig"]["temperature"] == 0.3 and body["generationConfig"]["topP"] == 0.9
+            assert body["generationConfig"]["maxOutputTokens"] == 64 and body["generationConfig"]["seed"] in (1, 2)
+    notes = [line for line in stream.getvalue().splitlines() if "takes no" in line]
+    assert notes == (["hofcat: endpoint 'sim': the anthropic API takes no seed; requests are sent without it"]
+                     if provider == "anthropic" else [])
+    assert read_dataset(tmp_path / "run", "answers").num_rows == 6
+
+
+def test_openai_mapping_passes_every_sampling_parameter_and_reads_refusals() -> None:
+    provider = get_provider("openai")
+    call = provider.call("http://h/v1", "sk-1", ChatRequest("gpt", [{"role": "user", "content": "q"}], 3, 0.5, 0.9, 8))
+    assert call.url == "http://h/v1/chat/completions" and call.headers["Authorization"] == "Bearer sk-1"
+    assert call.body == {"model": "gpt", "messages": [{"role": "user", "content": "q"}], "temperature": 0.5,
+                         "top_p": 0.9, "max_tokens": 8, "seed": 3}
+    reply = provider.reply({"choices": [{"message": {"content": None, "refusal": "I can't"}, "finish_reason": "stop"}],
+                            "usage": {"prompt_tokens": 9, "completion_tokens": 2}})
+    assert (reply.text, reply.finish_reason, reply.input_tokens, reply.output_tokens) == ("I can't", "stop", 9, 2)
+
+
+@pytest.mark.parametrize("provider,body", [
+    ("openai", {"choices": []}), ("openai", {"error": "x"}), ("openai", [1, 2]),
+    ("anthropic", {"content": "text"}), ("anthropic", {"content": [{"type": "text", "text": 3}]}),
+    ("gemini", {"candidates": []}), ("gemini", {"candidates": [{"content": {"parts": [{"text": 1}]}}]}),
+])
+def test_wrong_reply_shapes_are_unreadable_bodies(provider: str, body: object) -> None:
+    with pytest.raises(UnreadableBody, match=provider):
+        get_provider(provider).reply(body)
+
+
+def test_anthropic_omits_top_p_at_its_default_and_gemini_maps_assistant_turns() -> None:
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                {"role": "assistant", "content": "a"}, {"role": "user", "content": "u2"}]
+    anthropic = get_provider("anthropic").call("http://h", None, ChatRequest("c", messages, 1, 0.0, 1.0, 5))
+    assert "top_p" not in anthropic.body and "x-api-key" not in anthropic.headers
+    assert [m["role"] for m in anthropic.body["messages"]] == ["user", "assistant", "user"]
+    gemini = get_provider("gemini").call("http://h", None, ChatRequest("g", messages, 1, 0.0, 1.0, 5))
+    assert [c["role"] for c in gemini.body["contents"]] == ["user", "model", "user"]
+    assert json.dumps(gemini.body).count('"s"') == 1  # the system text only in systemInstruction
