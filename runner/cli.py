@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "runner.commands.run",
     "runner.commands.plan",
     "runner.commands.status",
+    "runner.commands.serve_llm",
 )
 
 
