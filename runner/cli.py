@@ -16,14 +16,14 @@ from runner import __version__
 COMMAND_MODULES = (
     "runner.commands.info",
     "runner.commands.score",
-    "runner.commands.analyze",
-    "runner.commands.report",
     "runner.commands.parse_text",
     "runner.commands.plan",
     "runner.commands.run",
     "runner.commands.status",
     "runner.commands.serve_sim",
     "runner.commands.serve_llm",
+    "runner.commands.analyze",
+    "runner.commands.report",
     "runner.commands.demo",
 )
 

@@ -20,8 +20,8 @@ ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "option_id": {"type": "integer", "minimum": 1, "maximum": 5},
-        # Bounded so that a reply fits in a small max_tokens (64 is enough) instead of being cut mid-string.
-        "reason": {"type": "string", "maxLength": 80},
+        # Bounded so that a reply fits in a small max_tokens (48 is enough) instead of being cut mid-string.
+        "reason": {"type": "string", "maxLength": 40},
     },
     "required": ["option_id", "reason"],
     "additionalProperties": False,

@@ -120,6 +120,8 @@ def check_port_free(host: str, port: int) -> None:
     if port == 0:
         return
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As servers do (llama.cpp's included): connections in TIME_WAIT must not count as "in use".
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError as exc:
@@ -131,6 +133,9 @@ def start_server(config: ServerConfig) -> tuple[Any, str]:
 
     The server runs on native threads until the returned object is deleted (its destructor stops them).
     """
+    # llama.cpp's CPU backend uses OpenMP; its default busy-wait between operations collapses throughput
+    # when the cores are shared (measured 5x slower with 2 threads on 2 busy cores). Read when libgomp loads.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import xllamacpp
 
     config = config.validated()
@@ -185,8 +190,10 @@ def _child_main(config_json: str) -> None:
     stop = threading.Event()
 
     def watch_stdin() -> None:
-        sys.stdin.buffer.read()  # returns at EOF: the parent closed the pipe or died
-        stop.set()
+        # Raw reads: a daemon thread blocked in sys.stdin's buffered reader aborts interpreter shutdown.
+        while os.read(sys.stdin.fileno(), 4096):
+            pass
+        stop.set()  # EOF: the parent closed the pipe or died
 
     threading.Thread(target=watch_stdin, daemon=True).start()
 

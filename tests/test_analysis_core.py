@@ -162,3 +162,25 @@ def test_status_rates_and_temperature_zero_disagreement():
     assert rates.filter(pl.col("status") == "no_answer")["share"][0] == pytest.approx(2 / 10)
     assert rates.filter(pl.col("status") == "refusal")["share"][0] == pytest.approx(1 / 10)
     assert temperature_zero_disagreement(frame, ["endpoint"])["share"] is None
+
+
+def test_store_layout_derivations(tmp_path):
+    """No persona: country from the language and language 'native'; shuffled from shuffle_seed; part pairing."""
+    from runner.analyze.load import load_answers
+
+    responses = pl.DataFrame({
+        "cell_key": ["k1", "k2", "k3"], "endpoint": "e", "language": ["en", "zh", "zh"],
+        "framing": ["none", "none", "persona"], "country": [None, None, "Japan"], "seed": [1, 1, 1],
+        "temperature": [0.0] * 3, "option_order": [[1, 2, 3, 4, 5], [2, 1, 3, 4, 5], [1, 2, 3, 4, 5]],
+        "shuffle_seed": [None, 9, 4], "response_text": ["2", "3", "4"],
+    })
+    answers = pl.DataFrame({"cell_key": ["k1", "k2", "k3"], "question": [1, 1, 1], "option_id": [2, 3, 4],
+                            "status": ["ok"] * 3, "parser_version": "x"})
+    for name, frame in (("responses", responses), ("answers", answers)):
+        (tmp_path / name).mkdir()
+        frame.write_parquet(tmp_path / name / "part-000001.parquet")
+    got = load_answers(tmp_path).collect().sort("option_id")
+    assert got["country"].to_list() == ["U.S.A.", "China", "Japan"]
+    assert got["language"].to_list() == ["native", "native", "zh"]
+    assert got["shuffled"].to_list() == [False, True, True]  # k3's random order happened to be 1-5
+    assert "cell_key" not in got.columns and "response_text" not in got.columns

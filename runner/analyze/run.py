@@ -39,7 +39,7 @@ class AnalysisOptions:
     confidence_level: float = 0.95
     permutations: int = 999
     seed: int = 0
-    max_points: int = 2000  # respondents per set in distance-based measures (seeded subsample beyond)
+    max_points: int = 1000  # respondents per set in distance-based measures (seeded subsample beyond)
     factors: tuple[str, ...] | None = None
     units: tuple[str, ...] | None = None
     constants: Mapping[str, float] | None = None

@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     parser.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
     parser.add_argument("--permutations", type=int, default=999, help="PERMANOVA/PERMDISP permutations (default 999)")
-    parser.add_argument("--max-points", type=int, default=2000,
+    parser.add_argument("--max-points", type=int, default=1000,
                         help="respondents per set in distance-based measures; larger sets are subsampled (seeded)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every resampling (default 0)")
     parser.add_argument("--factors", default=None, metavar="COL,...", help="condition columns (default: inferred)")

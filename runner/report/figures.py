@@ -103,7 +103,7 @@ def kendall_intervals(kendall: pl.DataFrame, factors: list[str]) -> bytes | None
     ax.set_ylim(-1.1, 1.1)
     ax.axhline(0, color="grey", linewidth=0.5)
     ax.set_ylabel("Kendall tau-b")
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _png(fig)
 
 
@@ -157,7 +157,7 @@ def respondent_embedding(respondents: pl.DataFrame, *, seed: int = 0) -> bytes |
         mask = np.array([s == name for s in sets])
         ax.scatter(xy[mask, 0], xy[mask, 1], s=14, label=name)
     ax.set_title(f"t-SNE of respondents (perplexity {perplexity:g}, seed {seed})", fontsize=9)
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_xticks([])
     ax.set_yticks([])
     return _png(fig)

@@ -1,0 +1,118 @@
+"""The determinism probe's verdicts against small real HTTP endpoints on 127.0.0.1 with known seed behaviour."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from runner.probe import ProbeError, _condition, _verdict, probe_determinism
+
+
+def _serve_and_probe(reply: Callable[[dict[str, Any]], str | None], **probe_args: Any):
+    """Serve /v1/chat/completions answering with ``reply(body)`` (None: HTTP 500), run the probe against it."""
+    seen: list[dict[str, Any]] = []
+
+    async def chat(request: web.Request) -> web.Response:
+        body = await request.json()
+        body["_auth"] = request.headers.get("Authorization")
+        seen.append(body)
+        text = reply(body)
+        if text is None:
+            return web.json_response({"error": "down"}, status=500)
+        return web.json_response({"choices": [{"message": {"role": "assistant", "content": text}}]})
+
+    async def main():
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", chat)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        try:
+            return await probe_determinism(f"http://127.0.0.1:{port}/v1", "fake", **probe_args)
+        finally:
+            await runner.cleanup()
+
+    return asyncio.run(main()), seen
+
+
+def _seeded(body: dict[str, Any]) -> str:
+    if body["temperature"] == 0:
+        return "greedy"
+    rng = random.Random(body["seed"]) if "seed" in body else random.Random()
+    return f"sample {rng.random()}"
+
+
+def test_an_endpoint_that_honours_seeds_is_found_honoured():
+    probe, seen = _serve_and_probe(_seeded, repeats=4, seed=11, max_tokens=5)
+    assert probe.seed == "honoured" and probe.seed_honoured
+    assert probe.greedy_identical_share == 1.0
+    assert [(c.name, c.requests, c.errors) for c in probe.conditions] == [
+        ("t0", 4, 0), ("t0_seed", 4, 0), ("hot_seed", 4, 0), ("hot_seeds", 4, 0)]
+    assert probe.condition("hot_seeds").distinct_texts == 4
+    assert probe.condition("hot_seeds").identical_share == 0.25
+    assert probe.condition("hot_seed").seed == 11 and probe.condition("hot_seeds").seed is None
+    # What was sent: no seed for t0, the fixed seed, then seed+1..seed+4; max_tokens and model as given.
+    sent_seeds = [body.get("seed") for body in seen]
+    assert sorted(sent_seeds[8:12]) == [11] * 4 and sorted(sent_seeds[12:]) == [12, 13, 14, 15]
+    assert all(s is None for s in sent_seeds[:4])
+    assert {body["max_tokens"] for body in seen} == {5} and {body["model"] for body in seen} == {"fake"}
+    assert all(body["_auth"] is None for body in seen)
+
+
+def test_an_endpoint_that_ignores_seeds_is_found_ignoring_them():
+    probe, _ = _serve_and_probe(lambda b: "greedy" if b["temperature"] == 0 else f"x {random.random()}")
+    assert probe.seed == "ignored" and not probe.seed_honoured
+    assert probe.condition("hot_seed").identical_share == pytest.approx(1 / 6)
+
+
+def test_a_constant_endpoint_is_inconclusive_and_greedy_drift_is_measured():
+    probe, _ = _serve_and_probe(lambda b: "same", repeats=3)
+    assert probe.seed == "inconclusive"
+    counter = iter(range(100))
+    probe, _ = _serve_and_probe(lambda b: f"drift {next(counter) % 2}" if b["temperature"] == 0 else "same",
+                                repeats=4)
+    assert probe.greedy_identical_share == 0.5
+
+
+def test_failures_are_counted_and_all_failing_raises():
+    flaky = iter(range(1000))
+    probe, _ = _serve_and_probe(lambda b: None if next(flaky) % 4 == 0 else _seeded(b), repeats=4)
+    assert sum(c.errors for c in probe.conditions) == 4
+    with pytest.raises(ProbeError, match="all 8 requests .*failed"):
+        _serve_and_probe(lambda b: None, repeats=2)
+
+
+def test_the_api_key_comes_from_the_named_environment_variable(monkeypatch):
+    monkeypatch.setenv("HOFCAT_TEST_KEY", "sk-test-123")
+    _, seen = _serve_and_probe(_seeded, repeats=2, api_key_env="HOFCAT_TEST_KEY")
+    assert {body["_auth"] for body in seen} == {"Bearer sk-test-123"}
+    monkeypatch.delenv("HOFCAT_TEST_KEY")
+    with pytest.raises(ValueError, match="api_key_env: environment variable HOFCAT_TEST_KEY is not set"):
+        asyncio.run(probe_determinism("http://127.0.0.1:9/v1", "m", api_key_env="HOFCAT_TEST_KEY"))
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="repeats: 1 must be at least 2"):
+        asyncio.run(probe_determinism("http://127.0.0.1:9/v1", "m", repeats=1))
+    with pytest.raises(ValueError, match="hot_temperature: 0 must be > 0"):
+        asyncio.run(probe_determinism("http://127.0.0.1:9/v1", "m", hot_temperature=0))
+
+
+def test_verdict_rules_by_hand():
+    same = _condition("hot_seed", 1.0, [1, 1, 1], ["a", "a", "a"])
+    differ = _condition("hot_seeds", 1.0, [2, 3, 4], ["a", "b", "a"])
+    assert (same.distinct_texts, same.identical_share, differ.distinct_texts) == (1, 1.0, 2)
+    assert differ.identical_share == pytest.approx(2 / 3)
+    assert _verdict(same, differ) == "honoured"
+    assert _verdict(same, same) == "inconclusive"
+    assert _verdict(differ, differ) == "ignored"
+    one_ok = _condition("hot_seed", 1.0, [1, 1, 1], ["a", None, None])
+    assert (one_ok.errors, one_ok.identical_share) == (2, 1.0)
+    assert _verdict(one_ok, differ) == "inconclusive"
