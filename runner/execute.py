@@ -174,6 +174,8 @@ class Executor:
         if future.cancelled():
             return
         exc = future.exception()
+        if isinstance(exc, asyncio.CancelledError):  # the pool hands a cancelled worker's state on as an error
+            return
         if exc is not None and self._bug is None:  # a defect, not a request failure: stop the run, report it
             self._bug = exc
             self._stop.set()
