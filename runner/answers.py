@@ -6,6 +6,8 @@ with a newer parser without the spec.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import pyarrow as pa
 
 from runner.cell import Framing, PromptCell
@@ -33,19 +35,34 @@ def prompt_cell(row: dict) -> PromptCell:
     )
 
 
+def answer_rows(cell_key: str, text: str, prompt: PromptCell) -> list[tuple]:
+    """Rows (``ANSWER_SCHEMA`` order) of the parser's reading of reply ``text`` to ``prompt``."""
+    return [(cell_key, *answer) for answer in _parsed(text, prompt)]
+
+
+def answers_table(rows: list[tuple]) -> pa.Table:
+    """Answer rows as an Arrow table with ``ANSWER_SCHEMA``."""
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(ANSWER_SCHEMA)
+    return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, ANSWER_SCHEMA, strict=True)],
+                                schema=ANSWER_SCHEMA)
+
+
 def parse_responses(responses: pa.Table) -> pa.Table:
-    """Answers rows (``ANSWER_SCHEMA``) for every response row, in row then question order."""
+    """Answers (``ANSWER_SCHEMA``) for every stored response row, in row then question order."""
+    rows: list[tuple] = []
+    for row in responses.select(list(_CELL_COLUMNS)).to_pylist():
+        rows.extend(answer_rows(row["cell_key"], row["response_text"] or "", prompt_cell(row)))
+    return answers_table(rows)
+
+
+@lru_cache(maxsize=65536)
+def _parsed(text: str, prompt: PromptCell) -> tuple[tuple, ...]:
+    """The parse of one reply (pure, so identical short replies to one prompt are parsed once)."""
     from runner.parse import parse_reply
 
-    out: dict[str, list] = {name: [] for name in ANSWER_SCHEMA.names}
-    for row in responses.select(list(_CELL_COLUMNS)).to_pylist():
-        result = parse_reply(row["response_text"] or "", prompt_cell(row))
-        for a in result.answers:
-            for name, value in (("cell_key", row["cell_key"]), ("question", a.question), ("option_id", a.option_id),
-                                ("status", a.status), ("hedged", a.hedged), ("displayed", a.displayed),
-                                ("parser_version", result.parser_version)):
-                out[name].append(value)
-    return pa.Table.from_pydict(out, schema=ANSWER_SCHEMA)
+    result = parse_reply(text, prompt)
+    return tuple((a.question, a.option_id, a.status, a.hedged, a.displayed, result.parser_version)
+                 for a in result.answers)
 
 
 def parser_version() -> str:

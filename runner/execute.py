@@ -1,10 +1,10 @@
 """Execution: a bounded producer per endpoint → an asyncio pool per endpoint → the store.
 
-Each endpoint's producer walks the lazy plan, skips stored cells and spawns one task per cell into an
-``asyncio_pool.AioPool`` of ``max_concurrency`` slots, waiting for a slot before taking the next cell: at
-most ``max_concurrency`` cells per endpoint exist as tasks. A task renders the prompt, then runs attempts
-under the retry policy; each attempt holds a slot of the endpoint's adaptive concurrency cap and a
-rate-limit charge. The executor knows neither prompts' wording nor answers' meaning.
+Each endpoint gets an ``asyncio_pool.AioPool`` of ``max_concurrency`` workers that take cells one at a
+time from the endpoint's lazy plan iterator (stored cells skipped): at most ``max_concurrency`` cells per
+endpoint are in hand at once, whatever the plan's size, and no task is created per cell. A worker renders
+the prompt, then runs attempts under the retry policy; each attempt holds a slot of the endpoint's
+adaptive concurrency cap and a rate-limit charge. The executor knows neither prompts' wording nor answers' meaning.
 
 Stopping (SIGINT/SIGTERM): the first signal stops intake and cuts waits short; requests already in flight
 finish or time out and are stored; cells whose retries were cut short are left unstored for the next run.
@@ -156,10 +156,17 @@ class Executor:
                         AioPool(size=config.max_concurrency), stats)
 
     async def _produce(self, endpoint: Endpoint, cells: Iterable[PlannedCell]) -> None:
-        for cell in cells:
-            if self._stop.is_set() or self._bug is not None:
-                break
-            future = await endpoint.pool.spawn(self._do_cell(endpoint, cell))
+        """Fill the endpoint's pool with ``max_concurrency`` workers that take cells from one lazy iterator."""
+        shared = iter(cells)  # next() never awaits, so each cell goes to exactly one worker
+
+        async def worker() -> None:
+            for cell in shared:
+                await self._do_cell(endpoint, cell)
+                if self._stop.is_set() or self._bug is not None:
+                    break
+
+        for _ in range(endpoint.config.max_concurrency):
+            future = await endpoint.pool.spawn(worker())
             future.add_done_callback(self._note_bug)
         await endpoint.pool.join()
 
@@ -167,6 +174,8 @@ class Executor:
         if future.cancelled():
             return
         exc = future.exception()
+        if isinstance(exc, asyncio.CancelledError):  # the pool hands a cancelled worker's state on as an error
+            return
         if exc is not None and self._bug is None:  # a defect, not a request failure: stop the run, report it
             self._bug = exc
             self._stop.set()
@@ -182,11 +191,13 @@ class Executor:
         async def attempt():
             if self._stop.is_set():
                 raise Interrupted("stopping: no new attempts")
-            await endpoint.gate.acquire(self._sleep)
+            if not endpoint.gate.try_acquire():
+                await endpoint.gate.acquire(self._sleep)
             try:
                 if self._stop.is_set():
                     raise Interrupted("stopping: no new attempts")
-                ticket = await endpoint.limiter.acquire(input_estimate + s.max_tokens, self._sleep)
+                ticket = None if endpoint.limiter.unlimited else (
+                    await endpoint.limiter.acquire(input_estimate + s.max_tokens, self._sleep))
                 t0 = time.monotonic()
                 reply = None
                 try:

@@ -81,12 +81,9 @@ class RateLimiter:
         self.burst = None if burst is None else _Window(burst, 1.0)
         self.tokens = None if tokens_per_window is None else _Window(tokens_per_window, window_s)
         self.clock = clock
+        self.unlimited = self.requests is None and self.burst is None and self.tokens is None
         self._lock = asyncio.Lock()  # first come, first served: one waiter at the head of the line
 
-    @property
-    def unlimited(self) -> bool:
-        """True when no limit is configured (acquire never waits)."""
-        return self.requests is None and self.burst is None and self.tokens is None
 
     async def acquire(self, tokens: float, sleep: Callable[[float], Awaitable[None]]) -> Ticket | None:
         """Wait until a request estimated at ``tokens`` fits every window and admit it.
@@ -140,6 +137,13 @@ class AdaptiveConcurrency:
         self._successes = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._resume_at = float("-inf")
+
+    def try_acquire(self) -> bool:
+        """Take a slot at once if one is free and no pause runs (no waiting); True if taken."""
+        if self.in_flight < self.limit and not self._waiters and self._resume_at <= self.clock():
+            self.in_flight += 1
+            return True
+        return False
 
     async def acquire(self, sleep: Callable[[float], Awaitable[None]]) -> None:
         """Wait out a server-requested pause, then for a free slot under the current cap (first come, first served)."""

@@ -23,7 +23,7 @@ import os
 import platform
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +32,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from runner.answers import answer_rows, answers_table, parse_responses
 from runner.plan import PlannedCell
 from runner.providers import Reply
 from runner.run_errors import RequestError, RunDirError
@@ -77,7 +78,6 @@ RESPONSE_SCHEMA = pa.schema([
 ])
 PROMPT_SCHEMA = pa.schema([("prompt_hash", pa.string()), ("messages_json", pa.string())])
 
-Parser = Callable[[pa.Table], pa.Table]  # responses rows → answers rows (keyed by cell_key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,22 +96,25 @@ class Outcome:
 class RunStore:
     """The single writer of one run directory; open with ``RunStore.open``, always ``close``."""
 
-    def __init__(self, run_dir: Path, lock_fd: int, batch_rows: int, parser: Parser | None) -> None:
+    def __init__(self, run_dir: Path, lock_fd: int, batch_rows: int, parse_answers: bool) -> None:
         self.run_dir = run_dir
         self._lock_fd = lock_fd
         self.batch_rows = batch_rows
-        self.parser = parser
-        self._rows: dict[str, list[Any]] = {name: [] for name in RESPONSE_SCHEMA.names}
-        self._failed: dict[str, list[Any]] = {name: [] for name in RESPONSE_SCHEMA.names}
-        self._prompts: dict[str, list[str]] = {"prompt_hash": [], "messages_json": []}
+        self.parse_answers = parse_answers
+        self._rows: list[tuple] = []  # RESPONSE_SCHEMA order; columns are formed at flush
+        self._failed: list[tuple] = []
+        self._answers: list[tuple] = []
+        self._prompts: list[tuple[str, str]] = []
         self._seen_prompts: set[str] = set(_column(run_dir / "prompts", "prompt_hash"))
         self._next_part = 1 + max((n for d in DATASETS for n in _part_numbers(run_dir / d)), default=0)
         self.buffered = 0
 
     @classmethod
     def open(cls, run_dir: str | Path, manifest: dict[str, Any], *, batch_rows: int,
-             parser: Parser | None = None) -> RunStore:
+             parse_answers: bool = True) -> RunStore:
         """Lock ``run_dir`` (creating it), check or write its manifest, clean temp files, repair answers.
+
+        With ``parse_answers``, every stored response is also parsed into the answers dataset.
 
         A directory made by a spec with another hash raises ``RunDirError``.
         """
@@ -139,7 +142,7 @@ class RunStore:
                 leftover.unlink()
             for d in DATASETS:
                 (run_dir / d).mkdir(exist_ok=True)
-            store = cls(run_dir, fd, batch_rows, parser)
+            store = cls(run_dir, fd, batch_rows, parse_answers)
             store.manifest = existing
             store.manifest.setdefault("sessions", []).append(
                 {"started_at": _now_iso(), "pid": os.getpid(), "versions": manifest.get("versions")})
@@ -161,11 +164,9 @@ class RunStore:
         """Buffer one cell's outcome (and its prompt, first time seen); commits when the batch is full."""
         if prompt_hash not in self._seen_prompts:
             self._seen_prompts.add(prompt_hash)
-            self._prompts["prompt_hash"].append(prompt_hash)
-            self._prompts["messages_json"].append(messages_json)
+            self._prompts.append((prompt_hash, messages_json))
         p, s, r, e = cell.prompt, cell.sampling, outcome.reply, outcome.error
-        cols = self._rows if e is None else self._failed
-        values = (
+        row = (
             cell.key, cell.endpoint.name, cell.endpoint.provider, cell.endpoint.model, p.language, p.mode,
             p.questions, p.questions[0] if p.mode == "item" else None, p.framing.kind, p.framing.country,
             p.framing.age, p.framing.gender, p.option_order, p.reply_format, cell.template_hash, prompt_hash,
@@ -176,30 +177,34 @@ class RunStore:
             None if e is None else type(e).__name__, None if e is None else str(e),
             outcome.started_at_us, outcome.finished_at_us,
         )
-        for column, value in zip(cols.values(), values, strict=True):
-            column.append(value)
+        if e is None:
+            self._rows.append(row)
+            if self.parse_answers:
+                self._answers.extend(answer_rows(cell.key, r.text, p))
+        else:
+            self._failed.append(row)
         self.buffered += 1
         if self.buffered >= self.batch_rows:
             self.flush()
 
     def flush(self) -> None:
         """Commit buffered rows as new parts: prompts first, so every committed response has its prompt."""
-        if not self.buffered and not self._prompts["prompt_hash"]:
+        if not self.buffered and not self._prompts:
             return
         n = self._next_part
         self._next_part += 1
-        if self._prompts["prompt_hash"]:
-            self._commit("prompts", n, pa.Table.from_pydict(self._prompts, schema=PROMPT_SCHEMA))
-            self._prompts = {"prompt_hash": [], "messages_json": []}
-        if self._failed["cell_key"]:
-            self._commit("failures", n, pa.Table.from_pydict(self._failed, schema=RESPONSE_SCHEMA))
-            self._failed = {name: [] for name in RESPONSE_SCHEMA.names}
-        if self._rows["cell_key"]:
-            table = pa.Table.from_pydict(self._rows, schema=RESPONSE_SCHEMA)
-            self._commit("responses", n, table)
-            self._rows = {name: [] for name in RESPONSE_SCHEMA.names}
-            if self.parser is not None:
-                self._commit("answers", n, self.parser(table))
+        if self._prompts:
+            self._commit("prompts", n, _table(self._prompts, PROMPT_SCHEMA))
+            self._prompts = []
+        if self._failed:
+            self._commit("failures", n, _table(self._failed, RESPONSE_SCHEMA))
+            self._failed = []
+        if self._rows:
+            self._commit("responses", n, _table(self._rows, RESPONSE_SCHEMA))
+            self._rows = []
+            if self.parse_answers:
+                self._commit("answers", n, answers_table(self._answers))
+                self._answers = []
         self.buffered = 0
 
     def close(self, session: dict[str, Any]) -> None:
@@ -228,13 +233,13 @@ class RunStore:
 
     def _repair_answers(self) -> None:
         """Parse responses parts whose answers part a crash (or an older parser) left missing."""
-        if self.parser is None:
+        if not self.parse_answers:
             return
         have = set(_part_numbers(self.run_dir / "answers"))
         for n in _part_numbers(self.run_dir / "responses"):
             if n not in have:
                 table = pq.read_table(self.run_dir / "responses" / f"part-{n:06d}.parquet", schema=RESPONSE_SCHEMA)
-                self._commit("answers", n, self.parser(table))
+                self._commit("answers", n, parse_responses(table))
 
 
 def read_manifest(run_dir: str | Path) -> dict[str, Any]:
@@ -271,6 +276,12 @@ def versions() -> dict[str, str]:
 
     libraries = {name: importlib.metadata.version(name) for name in ("pyarrow", "polars", "aiohttp", "tenacity")}
     return {"hofcat": __version__, "python": platform.python_version(), **libraries}
+
+
+def _table(rows: list[tuple], schema: pa.Schema) -> pa.Table:
+    """Rows (tuples in schema order) as an Arrow table."""
+    columns = list(zip(*rows, strict=True))
+    return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema)
 
 
 def _column(folder: Path, name: str) -> list[str]:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from runner.answers import parse_responses, parser_version
+from runner.answers import parser_version
 from runner.execute import Executor, RunResult, api_key_for, unsupported_parameters
 from runner.plan import count_cells, factor_counts, iter_cells, validate_plan
 from runner.progress import Progress, RunStats
@@ -68,7 +68,7 @@ def run_sweep(spec: Spec, out: str | Path, *, retry_failed: bool = False, stream
 
 async def _session(spec: Spec, out: Path, retry_failed: bool, stream: TextIO, live: bool | None,
                    log_every_s: float) -> RunResult:
-    store = RunStore.open(out, build_manifest(spec), batch_rows=spec.run.batch_rows, parser=parse_responses)
+    store = RunStore.open(out, build_manifest(spec), batch_rows=spec.run.batch_rows)
     stats = RunStats(total=count_cells(spec))
     progress = Progress(stats, stream=stream, live=live, log_every_s=log_every_s)
     executor = Executor(store, stats, progress, flush_interval_s=spec.run.flush_interval_s, rng_seed=spec.run.seed)

@@ -125,3 +125,26 @@ def test_a_second_run_on_a_locked_or_foreign_directory_is_refused(tmp_path: Path
     else:
         raise AssertionError("a run directory accepted a different spec")
     assert os.path.exists(tmp_path / "run" / "manifest.json")
+
+
+def test_second_sigint_abandons_requests_in_flight(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    # Every request hangs far longer than the test: only abandoning them lets the run end.
+    with SimServerThread(SimConfig(seed=3, hang_rate=1.0, hang_s=120.0)) as sim:
+        spec_path = tmp_path / "spec.toml"
+        spec_path.write_text(spec_text(sim.base_url, endpoint={"timeout_s": 100.0, "max_concurrency": 3}))
+        process = _start_run(spec_path, out)
+        deadline = time.monotonic() + 60
+        while not (out / "manifest.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # the first three requests are sent and hang
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        started = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+        assert time.monotonic() - started < 20
+    assert process.returncode == 130, stderr
+    assert "second interrupt: abandoning requests in flight" in stderr
+    assert read_dataset(out, "responses").num_rows == 0 and read_dataset(out, "failures").num_rows == 0
+    assert read_manifest(out)["sessions"][0]["outcome"] == "interrupted"

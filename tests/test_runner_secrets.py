@@ -40,7 +40,7 @@ def _assert_no_key(out: Path, *logs: str) -> None:
 
 
 def test_planted_key_is_in_no_file_and_no_log(tmp_path: Path) -> None:
-    with SimServerThread(SimConfig(seed=9, error_rate=0.2, malformed_rate=0.1, refusal_rate=0.1)) as sim:
+    with SimServerThread(SimConfig(seed=9, error_rate=0.08, malformed_rate=0.04, refusal_rate=0.1)) as sim:
         spec = tmp_path / "spec.toml"
         spec.write_text(spec_text(sim.base_url, endpoint={"api_key_env": "HOFCAT_PLANTED_KEY"}))
         done = _run(spec, tmp_path / "run")
