@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "runner.commands.plan",
     "runner.commands.status",
     "runner.commands.serve_llm",
+    "runner.commands.probe",
 )
 
 

@@ -69,11 +69,14 @@ def test_an_endpoint_that_honours_seeds_is_found_honoured():
     assert probe.condition("hot_seeds").distinct_texts == 4
     assert probe.condition("hot_seeds").identical_share == 0.25
     assert probe.condition("hot_seed").seed == 11 and probe.condition("hot_seeds").seed is None
-    # Three solo requests one at a time (t0, t0_seed, hot_seed), then the other 13 together.
+    # Three solo requests one at a time (t0, t0_seed, hot_seed), then the other 13 together with 4 distractors:
+    # the same question lengthened (other prompts in the batch), hot, with the fixed seed.
     assert [b["_crowded"] for b in seen[:3]] == [False] * 3
     assert [(b["temperature"], b.get("seed")) for b in seen[:3]] == [(0.0, None), (0.0, 11), (1.0, 11)]
-    assert all(b["_crowded"] for b in seen[3:]) and len(seen) == 16
-    assert Counter(b.get("seed") for b in seen) == {None: 4, 11: 8, 12: 1, 13: 1, 14: 1, 15: 1}
+    assert all(b["_crowded"] for b in seen[3:]) and len(seen) == 20
+    assert Counter(b.get("seed") for b in seen) == {None: 4, 11: 12, 12: 1, 13: 1, 14: 1, 15: 1}
+    prompts = Counter(b["messages"][-1]["content"] for b in seen)
+    assert len(prompts) == 5 and prompts.most_common(1)[0][1] == 16
     assert {body["max_tokens"] for body in seen} == {5} and {body["model"] for body in seen} == {"fake"}
     assert all(body["_auth"] is None for body in seen)
 
@@ -140,3 +143,24 @@ def test_verdict_rules_by_hand():
     assert _verdict(["a", None, None], varied) == "inconclusive"
     one_ok = _condition("hot_seed", 1.0, [1, 1, 1], ["a", None, None])
     assert (one_ok.errors, one_ok.identical_share, one_ok.distinct_texts) == (2, 1.0, 1)
+
+
+def test_hofcat_probe_cli_prints_the_result_as_json():
+    import json
+    import subprocess
+    import sys
+
+    from runner.sim import SimProcess
+
+    command = [sys.executable, "-m", "runner.cli", "probe"]
+    with SimProcess(["--seed", "1"]) as sim:
+        done = subprocess.run([*command, "--base-url", sim.base_url, "--model", "sim-1", "--repeats", "2"],
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["endpoint"] == sim.base_url and data["model"] == "sim-1" and data["repeats"] == 2
+    assert [c["name"] for c in data["conditions"]] == ["t0", "t0_seed", "hot_seed", "hot_seeds"]
+    assert all(c["requests"] == 2 and c["errors"] == 0 for c in data["conditions"])
+    assert data["seed"] in ("honoured", "batch_dependent", "ignored", "inconclusive")
+    missing = subprocess.run([*command, "--base-url", sim.base_url], capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "--model is required with --base-url" in missing.stderr
