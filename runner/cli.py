@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "runner.commands.status",
     "runner.commands.serve_sim",
     "runner.commands.serve_llm",
+    "runner.commands.probe",
     "runner.commands.analyze",
     "runner.commands.report",
     "runner.commands.demo",

@@ -1,17 +1,27 @@
-"""Determinism probe: does an OpenAI-compatible endpoint give the same text for the same request and seed?
+"""Determinism probe: does an endpoint (any provider the runner speaks) give the same text for the same request and seed?
 
-Four conditions, each the same chat request repeated ``repeats`` times (concurrently, so parallel slots and
-batching are part of what is probed):
+Four conditions, each one chat request repeated ``repeats`` times:
 
-- ``t0``: temperature 0, no seed -- greedy decoding; should repeat exactly on any sound endpoint;
-- ``t0_seed``: temperature 0, fixed seed;
+- ``t0``: temperature 0, no seed -- greedy decoding;
+- ``t0_seed``: temperature 0, a fixed seed;
 - ``hot_seed``: temperature > 0, the same fixed seed every time -- repeats exactly only if the seed is honoured;
 - ``hot_seeds``: temperature > 0, a different seed each time -- the control: if these replies are all equal
-  too, sampling is not random for this prompt and ``hot_seed`` proves nothing (verdict ``inconclusive``).
+  too, sampling is not random for this prompt and ``hot_seed`` proves nothing.
 
-Verdict (``seed``): ``honoured`` when ``hot_seed`` replies are all identical and ``hot_seeds`` differ,
-``ignored`` when ``hot_seed`` replies differ, ``inconclusive`` otherwise. Requests that fail count as errors
-and are left out of the shares.
+How they are sent matters on batching servers (llama.cpp, vLLM): the logits of a sequence can depend on
+which other sequences share its batch. So the first request of ``t0``, ``t0_seed`` and ``hot_seed`` is sent
+alone, one after another ("solo"); then all remaining requests of the four conditions go at once, in one
+mixed concurrent batch together with ``repeats`` "distractor" requests (the same messages lengthened, so
+other prompts of other lengths share the batch, as in a sweep; their replies are not compared).
+
+Verdict (``seed``), from ``hot_seed`` and its control:
+
+- ``honoured``: every ``hot_seed`` reply is identical (solo and batched) and the control varies;
+- ``batch_dependent``: the batched ``hot_seed`` replies agree with each other but not with the solo one;
+- ``ignored``: batched ``hot_seed`` replies differ among themselves;
+- ``inconclusive``: the control did not vary, or too few replies came back.
+
+Requests that fail count as errors and are left out of the shares.
 """
 
 from __future__ import annotations
@@ -54,12 +64,12 @@ class DeterminismProbe:
     repeats: int
     max_tokens: int
     conditions: tuple[ProbeCondition, ...]
-    seed: str  # "honoured" | "ignored" | "inconclusive"
+    seed: str  # "honoured" | "batch_dependent" | "ignored" | "inconclusive"
     greedy_identical_share: float  # identical_share at temperature 0 without a seed
 
     @property
     def seed_honoured(self) -> bool:
-        """True when the same seed gave the same text and different seeds did not."""
+        """True when the same seed gave the same text (alone and in a batch) and different seeds did not."""
         return self.seed == "honoured"
 
     def condition(self, name: str) -> ProbeCondition:
@@ -86,15 +96,22 @@ async def probe_determinism(
     max_tokens: int = 24,
     seed: int = 1234,
     hot_temperature: float = 1.0,
+    top_p: float = 1.0,
+    provider_name: str = "openai",
     api_key_env: str | None = None,
     timeout_s: float = 120.0,
 ) -> DeterminismProbe:
-    """Probe ``base_url`` (an OpenAI base ending in /v1) with ``4 * repeats`` chat requests to ``model``.
+    """Probe ``base_url`` (e.g. an OpenAI base ending in /v1) with ``5 * repeats`` chat requests to ``model``.
+
+    Requests go through the runner's provider mapping (``provider_name``: openai, anthropic, gemini) and
+    transport, one attempt each.
 
     ``api_key_env`` names the environment variable holding the API key (never the key itself).
     Raises ``ValueError`` on bad arguments and ``ProbeError`` when every request fails.
     """
     import aiohttp
+
+    from runner.providers import ChatRequest, get_provider
 
     if repeats < 2:
         raise ValueError(f"repeats: {repeats} must be at least 2 to compare replies")
@@ -102,46 +119,62 @@ async def probe_determinism(
         raise ValueError(f"max_tokens: {max_tokens} must be at least 1")
     if hot_temperature <= 0:
         raise ValueError(f"hot_temperature: {hot_temperature} must be > 0")
-    headers = {}
+    key = None
     if api_key_env is not None:
         key = os.environ.get(api_key_env)
         if not key:
             raise ValueError(f"api_key_env: environment variable {api_key_env} is not set")
-        headers["Authorization"] = f"Bearer {key}"
-    base = {"model": model, "messages": [dict(m) for m in messages], "max_tokens": max_tokens}
+    provider = get_provider(provider_name)
     plans = (
         ("t0", 0.0, [None] * repeats),
         ("t0_seed", 0.0, [seed] * repeats),
         ("hot_seed", hot_temperature, [seed] * repeats),
         ("hot_seeds", hot_temperature, [seed + 1 + i for i in range(repeats)]),
     )
-    url = base_url.rstrip("/") + "/chat/completions"
+    base = base_url.rstrip("/")
+
+    def call(temperature: float, request_seed: int | None) -> Any:
+        request = ChatRequest(model, [dict(m) for m in messages], request_seed, temperature, top_p, max_tokens)
+        return provider.call(base, key, request)
+
     timeout = aiohttp.ClientTimeout(total=timeout_s)
-    async with aiohttp.ClientSession(headers=headers, timeout=timeout) as session:
-        conditions = []
-        for name, temperature, seeds in plans:
-            bodies = [{**base, "temperature": temperature, **({"seed": s} if s is not None else {})} for s in seeds]
-            texts = await asyncio.gather(*(_reply_text(session, url, body) for body in bodies))
-            conditions.append(_condition(name, temperature, seeds, texts))
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        texts: dict[str, list[str | None]] = {name: [] for name, _, _ in plans}
+        for name, temperature, seeds in plans[:3]:  # solo: one request at a time, nothing else in flight
+            texts[name].append(await _reply_text(session, provider, call(temperature, seeds[0])))
+        batched = [(name, call(temperature, s)) for name, temperature, seeds in plans
+                   for s in (seeds if name == "hot_seeds" else seeds[1:])]
+        # Other prompts of other lengths in the same batch, as in a sweep; their replies are not compared.
+        batched += [("distractor", provider.call(base, key, ChatRequest(
+            model, _distractor(messages, i), seed, hot_temperature, top_p, max_tokens))) for i in range(repeats)]
+        replies = await asyncio.gather(*(_reply_text(session, provider, c) for _, c in batched))
+        for (name, _), text in zip(batched, replies, strict=True):
+            if name in texts:
+                texts[name].append(text)
+    conditions = [_condition(name, temperature, seeds, texts[name]) for name, temperature, seeds in plans]
     if all(c.errors == c.requests for c in conditions):
-        raise ProbeError(f"determinism probe: all {4 * repeats} requests to {url} failed")
+        raise ProbeError(f"determinism probe: all {4 * repeats} requests to {base} failed")
     return DeterminismProbe(
         endpoint=base_url, model=model, repeats=repeats, max_tokens=max_tokens, conditions=tuple(conditions),
-        seed=_verdict(conditions[2], conditions[3]), greedy_identical_share=conditions[0].identical_share,
+        seed=_verdict(texts["hot_seed"], conditions[3]), greedy_identical_share=conditions[0].identical_share,
     )
 
 
-async def _reply_text(session: Any, url: str, body: dict[str, Any]) -> str | None:
-    """The reply text, or None when the request failed (status, transport or shape)."""
-    import aiohttp
+def _distractor(messages: Sequence[dict[str, str]], i: int) -> list[dict[str, str]]:
+    """``messages`` with the last one lengthened by ``i + 1`` sentences: a different prompt of another length."""
+    *rest, last = [dict(m) for m in messages]
+    last["content"] += " Please be brief." * (i + 1)
+    return [*rest, last]
+
+
+async def _reply_text(session: Any, provider: Any, call: Any) -> str | None:
+    """The reply text, or None when the attempt failed (any classified request error; no retries here)."""
+    from runner.run_errors import RequestError
+    from runner.transport import send
 
     try:
-        async with session.post(url, json=body) as response:
-            if response.status != 200:
-                return None
-            data = await response.json()
-        return str(data["choices"][0]["message"]["content"])
-    except (aiohttp.ClientError, asyncio.TimeoutError, KeyError, IndexError, TypeError, ValueError):
+        return (await send(session, provider, call)).text
+    except RequestError:
         return None
 
 
@@ -157,10 +190,11 @@ def _condition(name: str, temperature: float, seeds: list[int | None], texts: li
     )
 
 
-def _verdict(hot_seed: ProbeCondition, hot_seeds: ProbeCondition) -> str:
-    """honoured / ignored / inconclusive, from the same-seed condition and its different-seeds control."""
-    if hot_seed.requests - hot_seed.errors < 2:
+def _verdict(hot_seed: list[str | None], control: ProbeCondition) -> str:
+    """The seed verdict from the same-seed replies (solo first, then batched) and the different-seeds control."""
+    solo, batched = hot_seed[0], [text for text in hot_seed[1:] if text is not None]
+    if not batched or (solo is None and len(batched) < 2) or control.distinct_texts < 2:
         return "inconclusive"
-    if hot_seed.distinct_texts > 1:
+    if len(set(batched)) > 1:
         return "ignored"
-    return "honoured" if hot_seeds.distinct_texts > 1 else "inconclusive"
+    return "honoured" if solo in (None, batched[0]) else "batch_dependent"

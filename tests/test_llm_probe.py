@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -14,12 +15,22 @@ from runner.probe import ProbeError, _condition, _verdict, probe_determinism
 
 
 def _serve_and_probe(reply: Callable[[dict[str, Any]], str | None], **probe_args: Any):
-    """Serve /v1/chat/completions answering with ``reply(body)`` (None: HTTP 500), run the probe against it."""
+    """Serve /v1/chat/completions answering with ``reply(body)`` (None: HTTP 500), run the probe against it.
+
+    ``body["_crowded"]`` tells ``reply`` whether another request was in flight at the same time (a batch).
+    """
     seen: list[dict[str, Any]] = []
+    active: list[dict[str, Any]] = []
 
     async def chat(request: web.Request) -> web.Response:
         body = await request.json()
         body["_auth"] = request.headers.get("Authorization")
+        body["_crowded"] = bool(active)
+        for other in active:
+            other["_crowded"] = True
+        active.append(body)
+        await asyncio.sleep(0.05)  # long enough for a concurrent batch to overlap
+        active.remove(body)
         seen.append(body)
         text = reply(body)
         if text is None:
@@ -58,10 +69,14 @@ def test_an_endpoint_that_honours_seeds_is_found_honoured():
     assert probe.condition("hot_seeds").distinct_texts == 4
     assert probe.condition("hot_seeds").identical_share == 0.25
     assert probe.condition("hot_seed").seed == 11 and probe.condition("hot_seeds").seed is None
-    # What was sent: no seed for t0, the fixed seed, then seed+1..seed+4; max_tokens and model as given.
-    sent_seeds = [body.get("seed") for body in seen]
-    assert sorted(sent_seeds[8:12]) == [11] * 4 and sorted(sent_seeds[12:]) == [12, 13, 14, 15]
-    assert all(s is None for s in sent_seeds[:4])
+    # Three solo requests one at a time (t0, t0_seed, hot_seed), then the other 13 together with 4 distractors:
+    # the same question lengthened (other prompts in the batch), hot, with the fixed seed.
+    assert [b["_crowded"] for b in seen[:3]] == [False] * 3
+    assert [(b["temperature"], b.get("seed")) for b in seen[:3]] == [(0.0, None), (0.0, 11), (1.0, 11)]
+    assert all(b["_crowded"] for b in seen[3:]) and len(seen) == 20
+    assert Counter(b.get("seed") for b in seen) == {None: 4, 11: 12, 12: 1, 13: 1, 14: 1, 15: 1}
+    prompts = Counter(b["messages"][-1]["content"] for b in seen)
+    assert len(prompts) == 5 and prompts.most_common(1)[0][1] == 16
     assert {body["max_tokens"] for body in seen} == {5} and {body["model"] for body in seen} == {"fake"}
     assert all(body["_auth"] is None for body in seen)
 
@@ -72,13 +87,22 @@ def test_an_endpoint_that_ignores_seeds_is_found_ignoring_them():
     assert probe.condition("hot_seed").identical_share == pytest.approx(1 / 6)
 
 
-def test_a_constant_endpoint_is_inconclusive_and_greedy_drift_is_measured():
+def test_an_endpoint_whose_samples_depend_on_the_batch_is_found_batch_dependent():
+    def reply(body: dict[str, Any]) -> str:
+        if body["temperature"] == 0:
+            return "greedy in a batch" if body["_crowded"] else "greedy alone"
+        return f"seed {body['seed']} {'batched' if body['_crowded'] else 'alone'}"
+
+    probe, _ = _serve_and_probe(reply, repeats=4)
+    assert probe.seed == "batch_dependent" and not probe.seed_honoured
+    assert probe.condition("hot_seed").identical_share == 0.75
+    assert probe.greedy_identical_share == 0.75 and probe.condition("t0").distinct_texts == 2
+
+
+def test_a_constant_endpoint_is_inconclusive():
     probe, _ = _serve_and_probe(lambda b: "same", repeats=3)
     assert probe.seed == "inconclusive"
-    counter = iter(range(100))
-    probe, _ = _serve_and_probe(lambda b: f"drift {next(counter) % 2}" if b["temperature"] == 0 else "same",
-                                repeats=4)
-    assert probe.greedy_identical_share == 0.5
+    assert all(c.distinct_texts == 1 and c.identical_share == 1.0 for c in probe.conditions)
 
 
 def test_failures_are_counted_and_all_failing_raises():
@@ -106,13 +130,37 @@ def test_bad_arguments_are_named():
 
 
 def test_verdict_rules_by_hand():
-    same = _condition("hot_seed", 1.0, [1, 1, 1], ["a", "a", "a"])
-    differ = _condition("hot_seeds", 1.0, [2, 3, 4], ["a", "b", "a"])
-    assert (same.distinct_texts, same.identical_share, differ.distinct_texts) == (1, 1.0, 2)
-    assert differ.identical_share == pytest.approx(2 / 3)
-    assert _verdict(same, differ) == "honoured"
-    assert _verdict(same, same) == "inconclusive"
-    assert _verdict(differ, differ) == "ignored"
+    varied = _condition("hot_seeds", 1.0, [2, 3, 4], ["a", "b", "a"])
+    flat = _condition("hot_seeds", 1.0, [2, 3, 4], ["a", "a", "a"])
+    assert (varied.distinct_texts, flat.distinct_texts) == (2, 1)
+    assert varied.identical_share == pytest.approx(2 / 3)
+    assert _verdict(["a", "a", "a"], varied) == "honoured"
+    assert _verdict(["a", "a", "a"], flat) == "inconclusive"
+    assert _verdict(["b", "a", "a"], varied) == "batch_dependent"
+    assert _verdict(["a", "a", "b"], varied) == "ignored"
+    assert _verdict([None, "a", "a"], varied) == "honoured"  # a failed solo request: judged on the batch
+    assert _verdict([None, "a", None], varied) == "inconclusive"
+    assert _verdict(["a", None, None], varied) == "inconclusive"
     one_ok = _condition("hot_seed", 1.0, [1, 1, 1], ["a", None, None])
-    assert (one_ok.errors, one_ok.identical_share) == (2, 1.0)
-    assert _verdict(one_ok, differ) == "inconclusive"
+    assert (one_ok.errors, one_ok.identical_share, one_ok.distinct_texts) == (2, 1.0, 1)
+
+
+def test_hofcat_probe_cli_prints_the_result_as_json():
+    import json
+    import subprocess
+    import sys
+
+    from runner.sim import SimProcess
+
+    command = [sys.executable, "-m", "runner.cli", "probe"]
+    with SimProcess(["--seed", "1"]) as sim:
+        done = subprocess.run([*command, "--base-url", sim.base_url, "--model", "sim-1", "--repeats", "2"],
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["endpoint"] == sim.base_url and data["model"] == "sim-1" and data["repeats"] == 2
+    assert [c["name"] for c in data["conditions"]] == ["t0", "t0_seed", "hot_seed", "hot_seeds"]
+    assert all(c["requests"] == 2 and c["errors"] == 0 for c in data["conditions"])
+    assert data["seed"] in ("honoured", "batch_dependent", "ignored", "inconclusive")
+    missing = subprocess.run([*command, "--base-url", sim.base_url], capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "--model is required with --base-url" in missing.stderr
