@@ -198,9 +198,59 @@ def _group_row_sums(flat, square, codes, n_groups, squared):
     return out
 
 
+@numba.njit(inline="always")
+def _screen_row(flat, square, labels_t, inverse_sizes, i, n, rsum, seg, partial):
+    """Row i's within-group d² in f32, flushed to f64 every 64 columns (as the native kernel)."""
+    perms = rsum.shape[0]
+    for p in range(perms):
+        rsum[p] = 0.0
+        seg[p] = 0.0
+    row = _row(flat, square, i, n)
+    own = labels_t[i]
+    zero = np.float32(0.0)
+    for jj in range(row.shape[0]):
+        d2 = np.float32(row[jj] * row[jj])
+        lab = labels_t[i + 1 + jj]
+        for p in range(perms):
+            seg[p] += d2 if lab[p] == own[p] else zero
+        if jj % 64 == 63 or jj == row.shape[0] - 1:
+            for p in range(perms):
+                rsum[p] += np.float64(seg[p])
+                seg[p] = 0.0
+    for p in range(perms):
+        partial[p] += rsum[p] * inverse_sizes[own[p]]
+
+
+@numba.njit(cache=True, parallel=True, nogil=True)
+def _permanova_screen(flat, square, labels_t, inverse_sizes):
+    n, perms = labels_t.shape
+    rows = n - 1
+    tasks = (rows + 1) // 2
+    partials = np.zeros((tasks, perms))
+    for t in numba.prange(tasks):
+        rsum = np.empty(perms)
+        seg = np.empty(perms, dtype=np.float32)
+        _screen_row(flat, square, labels_t, inverse_sizes, t, n, rsum, seg, partials[t])
+        if rows - 1 - t != t:
+            _screen_row(flat, square, labels_t, inverse_sizes, rows - 1 - t, n, rsum, seg, partials[t])
+    return partials.sum(axis=0)
+
+
+# Relative error bound of the f32 screen (63·2⁻²⁴ per 64-term segment + 2⁻²⁴), with a factor 2.5 spare;
+# the derivation is in src/permanova.rs (SCREEN_MARGIN).
+_SCREEN_MARGIN = 1e-5
+
+
 def permanova_at_most(distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray, bound: float) -> int:
-    """Number of label rows (P, n) whose SS_W is <= bound (the permutation test's count)."""
-    return int((permanova_within(distances, labels, inverse_sizes) <= bound).sum())
+    """Number of label rows (P, n) whose SS_W is <= bound: f32 screen, f64 recheck near the bound."""
+    if inverse_sizes.shape[0] > 127:
+        return int((permanova_within(distances, labels, inverse_sizes) <= bound).sum())
+    screened = _permanova_screen(distances.reshape(-1), distances.ndim == 2, np.ascontiguousarray(labels.T.astype(np.int8)), inverse_sizes)
+    certain = int((screened < bound * (1.0 - _SCREEN_MARGIN)).sum())
+    unsure = (screened >= bound * (1.0 - _SCREEN_MARGIN)) & (screened <= bound * (1.0 + _SCREEN_MARGIN))
+    if not unsure.any():
+        return certain
+    return certain + int((permanova_within(distances, np.ascontiguousarray(labels[unsure]), inverse_sizes) <= bound).sum())
 
 
 def group_row_sums(distances: np.ndarray, codes: np.ndarray, n_groups: int, squared: bool) -> np.ndarray:

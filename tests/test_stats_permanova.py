@@ -156,3 +156,22 @@ def test_invalid_arguments_are_named(labels, permutations, seed, message):
     d = ssd.pdist(np.arange(4.0)[:, None])
     with pytest.raises(InvalidInputError, match=message):
         stats_core.permanova(d, labels, permutations, seed=seed)
+
+
+def test_screened_counts_equal_exact_counts_at_and_around_the_bound():
+    # The native and numba kernels screen in f32 and recheck near the bound in f64; put the bound exactly
+    # on permuted values (and a hair either side) so the recheck decides, and compare with exact counts.
+    from stats_core import _native, _numba, _reference
+
+    rng = np.random.default_rng(21)
+    n = 400
+    d = ssd.pdist(rng.normal(size=(n, 5)))
+    codes = (np.arange(n) % 3).astype(np.int32)
+    perms = _reference.permutations(codes, 77, 0, 64)
+    inverse_sizes = 1.0 / np.bincount(codes)
+    exact = _reference.permanova_within(d, perms, inverse_sizes)
+    # (offsets of 1e-12 stay clear of the last-bit differences between the backends' f64 summation orders)
+    for bound in (np.median(exact), np.sort(exact)[5] * (1 + 1e-12), np.sort(exact)[40] * (1 - 1e-12), exact.min() * (1 + 1e-12)):
+        want = int((exact <= bound).sum())
+        for kernels in (_native, _numba, _reference):
+            assert kernels.permanova_at_most(d, perms, inverse_sizes, bound) == want
