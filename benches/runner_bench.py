@@ -130,15 +130,35 @@ def memory(cells: int, concurrency: int = 64) -> dict[str, float]:
         spec = Path(tmp) / "spec.toml"
         spec.write_text(spec_text(sim.base_url, cells, concurrency))
         t0 = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", child, "run", str(spec), "--out", f"{tmp}/run", "--log-every", "3600"],
-                              capture_output=True, text=True, check=True)
+        process = subprocess.Popen([sys.executable, "-c", child, "run", str(spec), "--out", f"{tmp}/run",
+                                    "--log-every", "3600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        samples = _rss_samples(process)
+        stdout, stderr = process.communicate()
+        assert process.returncode == 0, stderr
         elapsed = time.perf_counter() - t0
         from runner.accounting import run_status
 
         status = run_status(f"{tmp}/run")
     assert status["done"] == status["planned"] and status["remaining"] == 0 and status["failed"] == 0
-    peak_kb = int(done.stderr.split("PEAK_RSS_KB")[1].split()[0])
-    return {"cells": status["planned"], "peak_rss_mb": peak_kb / 1024, "seconds": elapsed}
+    peak_kb = int(stderr.split("PEAK_RSS_KB")[1].split()[0])
+    quarters = [samples[min(len(samples) - 1, len(samples) * q // 4)] for q in (1, 2, 3)] if samples else []
+    return {"cells": status["planned"], "peak_rss_mb": peak_kb / 1024, "seconds": elapsed,
+            "rss_mb_at_quarter_half_three_quarters_of_the_time": [round(q, 1) for q in quarters]}
+
+
+def _rss_samples(process: subprocess.Popen, every_s: float = 0.5) -> list[float]:
+    """RSS (MB) of a running child every ``every_s`` until it exits."""
+    import psutil
+
+    samples = []
+    child = psutil.Process(process.pid)
+    while process.poll() is None:
+        try:
+            samples.append(child.memory_info().rss / 2**20)
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(every_s)
+    return samples
 
 
 def main(argv: list[str] | None = None) -> int:
