@@ -17,10 +17,15 @@ COMMAND_MODULES = (
     "runner.commands.info",
     "runner.commands.score",
     "runner.commands.parse_text",
-    "runner.commands.serve_sim",
-    "runner.commands.run",
     "runner.commands.plan",
+    "runner.commands.run",
     "runner.commands.status",
+    "runner.commands.serve_sim",
+    "runner.commands.serve_llm",
+    "runner.commands.probe",
+    "runner.commands.analyze",
+    "runner.commands.report",
+    "runner.commands.demo",
 )
 
 

@@ -50,6 +50,9 @@ def load_templates(language: str) -> dict[str, Any]:
             raise PromptError(f"{path}: {where}{key}: missing")
         return obj[key]
 
+    if raw.get("language") != language:
+        raise PromptError(f"{path}: language: must equal the file name's stem {language!r}, "
+                          f"got {raw.get('language')!r}")
     instructions = need(raw, "instructions", "")
     for mode in MODES:
         for framing in FRAMINGS:
@@ -114,8 +117,13 @@ def _render(cell: PromptCell) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[
     if framing.kind == "identity":
         fields["gender"] = take(f"genders.{framing.gender}", templates["genders"][framing.gender])
         fields["age"] = str(framing.age)
-    instruction = take(f"instructions.{cell.mode}.{framing.kind}",
-                       templates["instructions"][cell.mode][framing.kind]).format(**fields)
+    key = f"instructions.{cell.mode}.{framing.kind}"
+    try:
+        instruction = take(key, templates["instructions"][cell.mode][framing.kind]).format(**fields)
+    except (KeyError, IndexError, ValueError) as exc:
+        allowed = ", ".join("{" + name + "}" for name in fields) or "none"
+        raise PromptError(f"{prompts_dir() / (cell.language + '.json')}: {key}: bad placeholder {exc} "
+                          f"(allowed for framing {framing.kind!r}: {allowed})") from None
     layout = {key: take(f"layout.{key}", templates["layout"][key]) for key in _LAYOUT_KEYS}
     if cell.mode == "item":
         body = _item_body(instrument, cell, layout, take)
@@ -195,8 +203,10 @@ def _survey_body(instrument: Instrument, cell: PromptCell, layout: dict[str, str
                 groups.append([number])
         for group in groups:
             options = _options(instrument, group[0], cell, layout, take, layout["option_join_survey"])
-            questions = [layout["question_line"].format(number=n, text=take(f"question.{n}", instrument.questions[n].text))
-                         for n in group]
+            questions = [
+                layout["question_line"].format(number=n, text=take(f"question.{n}", instrument.questions[n].text))
+                for n in group
+            ]
             lines.extend([options, *questions] if section.intro else [*questions, options])
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)

@@ -1,4 +1,4 @@
-"""Type stub of the compiled module; kept in step with stats_core/src/lib.rs."""
+"""Type stub of the compiled module; kept in step with stats_core/src/lib.rs (kendall.rs, py.rs)."""
 
 import numpy as np
 import numpy.typing as npt
@@ -7,3 +7,26 @@ __version__: str
 build_profile: str
 
 def kendall_tau_b_rows(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]: ...
+def pdist(x: npt.NDArray[np.float64], metric: str) -> npt.NDArray[np.float64]: ...
+def permanova_within(
+    distances: npt.NDArray[np.float64], labels: npt.NDArray[np.int32], inverse_sizes: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]: ...
+def permanova_at_most(
+    distances: npt.NDArray[np.float64],
+    labels: npt.NDArray[np.int32],
+    inverse_sizes: npt.NDArray[np.float64],
+    bound: float,
+) -> int: ...
+def permutations(codes: npt.NDArray[np.int32], key: int, first: int, count: int) -> npt.NDArray[np.int32]: ...
+def group_row_sums(
+    distances: npt.NDArray[np.float64], codes: npt.NDArray[np.int32], n_groups: int, squared: bool
+) -> npt.NDArray[np.float64]: ...
+def group_f(
+    values: npt.NDArray[np.float64], labels: npt.NDArray[np.int32], inverse_sizes: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]: ...
+def bootstrap_kendall(
+    samples: npt.NDArray[np.float64], reference: npt.NDArray[np.float64], indices: npt.NDArray[np.int32]
+) -> npt.NDArray[np.float64]: ...
+def cluster_spread(
+    x: npt.NDArray[np.float64], codes: npt.NDArray[np.int32], n_groups: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...

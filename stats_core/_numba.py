@@ -38,3 +38,240 @@ def kendall_tau_b_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     for r in numba.prange(x.shape[0]):
         out[r] = _tau_b(x[r], y[r])
     return out
+
+
+@numba.njit(inline="always")
+def _mix(z):
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(cache=True, parallel=True, nogil=True)
+def _permutations(codes, key, first, count):
+    # Every quantity is uint64 on purpose: numba turns uint64 (op) int64 into float64.
+    n = codes.shape[0]
+    out = np.empty((count, n), dtype=np.int32)
+    golden = np.uint64(0x9E3779B97F4A7C15)
+    low = np.uint64(0xFFFFFFFF)
+    s32 = np.uint64(32)
+    for r in numba.prange(count):
+        row = out[r]
+        for t in range(n):
+            row[t] = codes[t]
+        base = (np.uint64(first) + np.uint64(r)) * np.uint64(n)
+        for k in range(n - 1):
+            i = n - 1 - k
+            x = _mix(key + (base + np.uint64(i)) * golden)
+            m = np.uint64(i + 1)
+            j = ((x >> s32) * m + (((x & low) * m) >> s32)) >> s32
+            jj = np.int64(j)
+            held = row[i]
+            row[i] = row[jj]
+            row[jj] = held
+    return out
+
+
+def permutations(codes: np.ndarray, key: int, first: int, count: int) -> np.ndarray:
+    """Rows first … first+count−1 of the counter-based permutation sequence of codes (see src/permute.rs)."""
+    return _permutations(codes.astype(np.int32), np.uint64(key), np.uint64(first), count)
+
+
+@numba.njit(inline="always")
+def _row_start(i: int, n: int) -> int:
+    """Condensed index of pair (i, i+1)."""
+    return i * n - (i * (i + 1)) // 2
+
+
+@numba.njit(cache=True, parallel=True, nogil=True)
+def _pdist(x: np.ndarray, metric: int) -> np.ndarray:
+    n, k = x.shape
+    out = np.empty(n * (n - 1) // 2)
+    for i in numba.prange(n - 1):
+        base = _row_start(i, n) - i - 1
+        for j in range(i + 1, n):
+            acc = 0.0
+            acc2 = 0.0
+            acc3 = 0.0
+            for f in range(k):
+                u = x[i, f]
+                v = x[j, f]
+                if metric <= 1:
+                    d = u - v
+                    acc += d * d
+                elif metric == 2:
+                    acc += abs(u - v)
+                elif metric == 3:
+                    acc = max(acc, abs(u - v))
+                elif metric == 4:
+                    acc += abs(u - v)
+                    acc2 += abs(u + v)
+                else:
+                    acc += u * v
+                    acc2 += u * u
+                    acc3 += v * v
+            if metric == 0:
+                acc = np.sqrt(acc)
+            elif metric == 4:
+                acc = acc / acc2
+            elif metric == 5:
+                acc = min(2.0, max(0.0, 1.0 - acc / np.sqrt(acc2 * acc3)))
+            out[base + j] = acc
+    return out
+
+
+_METRIC_CODES = {"euclidean": 0, "sqeuclidean": 1, "cityblock": 2, "chebyshev": 3, "braycurtis": 4, "cosine": 5}
+
+
+def pdist(x: np.ndarray, metric: str) -> np.ndarray:
+    """Condensed distances between the rows of x (n, k) float64 for one of distance.METRICS."""
+    return _pdist(x, _METRIC_CODES[metric])
+
+
+@numba.njit(inline="always")
+def _row(flat, square, i: int, n: int):
+    """Distances from i to i+1 … n−1 of a flattened condensed or square matrix, as a view."""
+    start = i * n + i + 1 if square else _row_start(i, n)
+    return flat[start : start + n - i - 1]
+
+
+@numba.njit(inline="always")
+def _within_row(flat, square, labels_t, inverse_sizes, i, n, rsum, partial):
+    """Add row i's within-group d² (weighted 1/n_g) to partial[p] for every permutation p."""
+    perms = rsum.shape[0]
+    for p in range(perms):
+        rsum[p] = 0.0
+    row = _row(flat, square, i, n)
+    own = labels_t[i]
+    for jj in range(row.shape[0]):
+        d2 = row[jj] * row[jj]
+        lab = labels_t[i + 1 + jj]
+        for p in range(perms):
+            if lab[p] == own[p]:
+                rsum[p] += d2
+    for p in range(perms):
+        partial[p] += rsum[p] * inverse_sizes[own[p]]
+
+
+@numba.njit(cache=True, parallel=True, nogil=True)
+def _permanova_within(flat, square, labels_t, inverse_sizes):
+    # Parallel over rows, row t paired with row n−2−t so every task has ~n pairs; each distance is read
+    # once per block and applied to every permutation of the block (labels_t is object-major: (n, P)).
+    n, perms = labels_t.shape
+    rows = n - 1
+    tasks = (rows + 1) // 2
+    partials = np.zeros((tasks, perms))
+    for t in numba.prange(tasks):
+        rsum = np.empty(perms)
+        _within_row(flat, square, labels_t, inverse_sizes, t, n, rsum, partials[t])
+        if rows - 1 - t != t:
+            _within_row(flat, square, labels_t, inverse_sizes, rows - 1 - t, n, rsum, partials[t])
+    return partials.sum(axis=0)
+
+
+def permanova_within(distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray) -> np.ndarray:
+    """SS_W = Σ_g (1/n_g) Σ_{i<j ∈ g} d²_ij for each row of labels (P, n) int32 → (P,)."""
+    return _permanova_within(distances.reshape(-1), distances.ndim == 2, np.ascontiguousarray(labels.T), inverse_sizes)
+
+
+@numba.njit(inline="always")
+def _at(flat, square, i, j, n):
+    """d_ij of a flattened condensed or square matrix (i != j)."""
+    if square:
+        return flat[i * n + j]
+    # prange indices are unsigned; mixing them with signed ints would give float64 indices.
+    lo = np.int64(min(np.int64(i), np.int64(j)))
+    hi = np.int64(max(np.int64(i), np.int64(j)))
+    return flat[_row_start(lo, n) + hi - lo - 1]
+
+
+@numba.njit(cache=True, parallel=True, nogil=True)
+def _group_row_sums(flat, square, codes, n_groups, squared):
+    # Each task owns whole rows (both triangles via symmetry), so there are no write conflicts.
+    n = codes.shape[0]
+    out = np.zeros((n, n_groups))
+    for i in numba.prange(n):
+        for j in range(n):
+            if j != i:
+                d = _at(flat, square, i, j, n)
+                out[i, codes[j]] += d * d if squared else d
+    return out
+
+
+def permanova_at_most(distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray, bound: float) -> int:
+    """Number of label rows (P, n) whose SS_W is <= bound (the permutation test's count)."""
+    return int((permanova_within(distances, labels, inverse_sizes) <= bound).sum())
+
+
+def group_row_sums(distances: np.ndarray, codes: np.ndarray, n_groups: int, squared: bool) -> np.ndarray:
+    """(n, g): Σ_{j in group h, j≠i} d_ij (or d²_ij when squared) for every object i."""
+    return _group_row_sums(distances.reshape(-1), distances.ndim == 2, codes, n_groups, squared)
+
+
+@numba.njit(cache=True, parallel=True, nogil=True)
+def group_f(values, labels, inverse_sizes):
+    """One-way ANOVA F of values (n,) for each grouping row of labels (P, n) → (P,)."""
+    g = inverse_sizes.shape[0]
+    n = values.shape[0]
+    mean = values.sum() / n
+    out = np.empty(labels.shape[0])
+    for p in numba.prange(labels.shape[0]):
+        means = np.zeros(g)
+        for i in range(n):
+            means[labels[p, i]] += values[i]
+        for h in range(g):
+            means[h] *= inverse_sizes[h]
+        ss_within = 0.0
+        for i in range(n):
+            r = values[i] - means[labels[p, i]]
+            ss_within += r * r
+        ss_between = 0.0
+        for h in range(g):
+            c = means[h] - mean
+            ss_between += c * c / inverse_sizes[h]
+        out[p] = (ss_between / (g - 1)) / (ss_within / (n - g)) if ss_within > 0 else (np.inf if ss_between > 0 else np.nan)
+    return out
+
+
+@numba.njit(cache=True, parallel=True, nogil=True)
+def bootstrap_kendall(samples, reference, indices):
+    """Tau-b (B, G, D) of resampled country means vs reference; samples (G, C, D, U), indices (C, B, K) int32."""
+    groups, countries, dims, _ = samples.shape
+    b, k = indices.shape[1], indices.shape[2]
+    out = np.empty((b, groups, dims))
+    for r in numba.prange(b):
+        means = np.empty(countries)
+        for g in range(groups):
+            for d in range(dims):
+                for c in range(countries):
+                    total = samples[g, c, d, indices[c, r, 0]]
+                    for u in range(1, k):
+                        total += samples[g, c, d, indices[c, r, u]]
+                    means[c] = total / k
+                out[r, g, d] = _tau_b(means, reference[g, :, d])
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def cluster_spread(x, codes, n_groups):
+    """Centroids (g, k) and mean Euclidean distance of each cluster's points to its centroid (g,)."""
+    n, k = x.shape
+    sizes = np.zeros(n_groups)
+    centroids = np.zeros((n_groups, k))
+    for i in range(n):
+        sizes[codes[i]] += 1.0
+        for f in range(k):
+            centroids[codes[i], f] += x[i, f]
+    for h in range(n_groups):
+        for f in range(k):
+            centroids[h, f] /= sizes[h]
+    spread = np.zeros(n_groups)
+    for i in range(n):
+        acc = 0.0
+        for f in range(k):
+            dlt = x[i, f] - centroids[codes[i], f]
+            acc += dlt * dlt
+        spread[codes[i]] += np.sqrt(acc)
+    for h in range(n_groups):
+        spread[h] /= sizes[h]
+    return centroids, spread

@@ -20,3 +20,144 @@ def kendall_tau_b_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         tau = s / np.sqrt(not_tied_x.astype(np.float64) * not_tied_y)
     return np.clip(tau, -1.0, 1.0)
+
+
+def _rows(distances: np.ndarray, n: int):
+    """(i, distances from i to i+1 … n−1) for a condensed or square matrix, without copying."""
+    offset = 0
+    for i in range(n - 1):
+        if distances.ndim == 1:
+            yield i, distances[offset : offset + n - i - 1]
+            offset += n - i - 1
+        else:
+            yield i, distances[i, i + 1 :]
+
+
+def _size(distances: np.ndarray) -> int:
+    """n of a condensed or square matrix."""
+    if distances.ndim == 2:
+        return distances.shape[0]
+    return int(round((1.0 + np.sqrt(1.0 + 8.0 * distances.shape[0])) / 2.0))
+
+
+def pdist(x: np.ndarray, metric: str) -> np.ndarray:
+    """Condensed distances between the rows of x (n, k) float64 for one of distance.METRICS."""
+    n = x.shape[0]
+    parts = []
+    for i in range(n - 1):
+        u, v = x[i], x[i + 1 :]
+        diff = v - u
+        if metric == "euclidean":
+            parts.append(np.sqrt((diff * diff).sum(axis=1)))
+        elif metric == "sqeuclidean":
+            parts.append((diff * diff).sum(axis=1))
+        elif metric == "cityblock":
+            parts.append(np.abs(diff).sum(axis=1))
+        elif metric == "chebyshev":
+            parts.append(np.abs(diff).max(axis=1))
+        elif metric == "braycurtis":
+            parts.append(np.abs(diff).sum(axis=1) / np.abs(v + u).sum(axis=1))
+        elif metric == "cosine":
+            parts.append(np.clip(1.0 - (v @ u) / np.sqrt((v * v).sum(axis=1) * (u @ u)), 0.0, 2.0))
+        else:
+            raise ValueError(f"unknown metric {metric!r}")
+    return np.concatenate(parts) if parts else np.empty(0)
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's output function on uint64 arrays (wrapping arithmetic)."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _mul_high(x: np.ndarray, m: int) -> np.ndarray:
+    """floor(x · m / 2⁶⁴) for m < 2³², in 64-bit limbs."""
+    m = np.uint64(m)
+    return ((x >> np.uint64(32)) * m + (((x & _LOW32) * m) >> np.uint64(32))) >> np.uint64(32)
+
+
+def permutations(codes: np.ndarray, key: int, first: int, count: int) -> np.ndarray:
+    """Rows first … first+count−1 of the counter-based permutation sequence of codes (see src/permute.rs)."""
+    n = codes.shape[0]
+    out = np.tile(codes.astype(np.int32), (count, 1))
+    base = np.arange(first, first + count, dtype=np.uint64) * np.uint64(n)
+    rows = np.arange(count)
+    for i in range(n - 1, 0, -1):
+        x = _mix(np.uint64(key) + (base + np.uint64(i)) * _GOLDEN)
+        j = _mul_high(x, i + 1).astype(np.intp)
+        held = out[rows, i].copy()
+        out[rows, i] = out[rows, j]
+        out[rows, j] = held
+    return out
+
+
+def permanova_within(distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray) -> np.ndarray:
+    """SS_W = Σ_g (1/n_g) Σ_{i<j ∈ g} d²_ij for each row of labels (P, n) int32 → (P,)."""
+    out = np.zeros(labels.shape[0])
+    for i, row in _rows(distances, labels.shape[1]):
+        same = labels[:, i + 1 :] == labels[:, i : i + 1]
+        out += (same * (row * row)).sum(axis=1) * inverse_sizes[labels[:, i]]
+    return out
+
+
+def permanova_at_most(distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray, bound: float) -> int:
+    """Number of label rows (P, n) whose SS_W is <= bound (the permutation test's count)."""
+    return int((permanova_within(distances, labels, inverse_sizes) <= bound).sum())
+
+
+def group_row_sums(distances: np.ndarray, codes: np.ndarray, n_groups: int, squared: bool) -> np.ndarray:
+    """(n, g): Σ_{j in group h, j≠i} d_ij (or d²_ij when squared) for every object i."""
+    n = codes.shape[0]
+    out = np.zeros((n, n_groups))
+    for i, row in _rows(distances, n):
+        values = row * row if squared else row
+        out[i] += np.bincount(codes[i + 1 :], weights=values, minlength=n_groups)
+        np.add.at(out, (np.arange(i + 1, n), codes[i]), values)
+    return out
+
+
+def group_f(values: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray) -> np.ndarray:
+    """One-way ANOVA F of values (n,) for each grouping row of labels (P, n) → (P,)."""
+    g = inverse_sizes.shape[0]
+    n = values.shape[0]
+    out = np.empty(labels.shape[0])
+    for p in range(labels.shape[0]):
+        means = np.bincount(labels[p], weights=values, minlength=g) * inverse_sizes
+        resid = values - means[labels[p]]
+        ss_within = float((resid * resid).sum())
+        centred = means - values.mean()
+        ss_between = float(((centred * centred) / inverse_sizes).sum())
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[p] = (ss_between / (g - 1)) / (ss_within / (n - g))
+    return out
+
+
+def bootstrap_kendall(samples: np.ndarray, reference: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """Tau-b (B, G, D) of resampled country means vs reference; samples (G, C, D, U), indices (C, B, K) int32."""
+    groups, countries, dims, _ = samples.shape
+    b, k = indices.shape[1], indices.shape[2]
+    means = np.empty((b, groups, dims, countries))
+    for c in range(countries):
+        picked = samples[:, c][:, :, indices[c]]  # (G, D, B, K)
+        total = picked[..., 0].copy()
+        for u in range(1, k):
+            total += picked[..., u]
+        means[..., c] = np.moveaxis(total / k, -1, 0)
+    refs = np.broadcast_to(np.swapaxes(reference, 1, 2)[None], means.shape)
+    tau = kendall_tau_b_rows(means.reshape(-1, countries), np.ascontiguousarray(refs).reshape(-1, countries))
+    return tau.reshape(b, groups, dims)
+
+
+def cluster_spread(x: np.ndarray, codes: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Centroids (g, k) and mean Euclidean distance of each cluster's points to its centroid (g,)."""
+    sizes = np.bincount(codes, minlength=n_groups).astype(np.float64)
+    centroids = np.zeros((n_groups, x.shape[1]))
+    np.add.at(centroids, codes, x)
+    centroids /= sizes[:, None]
+    dist = np.sqrt(((x - centroids[codes]) ** 2).sum(axis=1))
+    return centroids, np.bincount(codes, weights=dist, minlength=n_groups) / sizes

@@ -19,3 +19,89 @@ def finite_array(name: str, value: object, *, min_ndim: int = 1) -> np.ndarray:
         bad = np.argwhere(~np.isfinite(arr))[0]
         raise InvalidInputError(name, f"contains a non-finite value at index {tuple(int(i) for i in bad)}")
     return arr
+
+
+# Rows checked per block, so validating an n × n matrix needs O(block · n) scratch, not O(n²).
+_CHECK_BLOCK_ELEMENTS = 1 << 20
+
+
+def condensed_size(name: str, length: int) -> int:
+    """Number of points n whose condensed matrix has ``length`` = n(n−1)/2 entries."""
+    n = int(round((1.0 + np.sqrt(1.0 + 8.0 * length)) / 2.0))
+    if n * (n - 1) // 2 != length or n < 2:
+        raise InvalidInputError(name, f"condensed length {length} is not n(n-1)/2 for any n >= 2")
+    return n
+
+
+def distances(name: str, value: object) -> tuple[np.ndarray, int]:
+    """A distance matrix, condensed (1-D) or square (2-D), checked and returned as-is (no expansion) with n.
+
+    Checks: finite, non-negative; square ones also symmetric (to 1e-12 of the largest distance) with a zero
+    diagonal. float64 C-contiguous input is used without a copy.
+    """
+    try:
+        arr = np.ascontiguousarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(name, f"cannot be read as numbers ({exc})") from None
+    if arr.ndim == 1:
+        n = condensed_size(name, arr.shape[0])
+        step = _CHECK_BLOCK_ELEMENTS
+        for start in range(0, arr.shape[0], step):
+            _finite_non_negative(name, arr[start : start + step], offset=start)
+        return arr, n
+    if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] < 2:
+        raise InvalidInputError(name, f"expected a condensed vector or a square n x n matrix (n >= 2), got shape {arr.shape}")
+    n = arr.shape[0]
+    if np.any(np.diagonal(arr) != 0.0):
+        i = int(np.flatnonzero(np.diagonal(arr) != 0.0)[0])
+        raise InvalidInputError(name, f"diagonal must be zero, found {arr[i, i]!r} at index ({i}, {i})")
+    rows = max(1, _CHECK_BLOCK_ELEMENTS // n)
+    scale = 0.0
+    for start in range(0, n, rows):
+        block = arr[start : start + rows]
+        _finite_non_negative(name, block, offset=start * n)
+        scale = max(scale, float(block.max()))
+    tol = 1e-12 * scale
+    for start in range(0, n, rows):
+        block = arr[start : start + rows]
+        gap = np.abs(block - arr[:, start : start + rows].T)
+        if np.any(gap > tol):
+            r, c = np.unravel_index(int(np.argmax(gap)), gap.shape)
+            raise InvalidInputError(
+                name, f"not symmetric: [{start + r}, {c}] = {arr[start + r, c]!r} but [{c}, {start + r}] = {arr[c, start + r]!r}"
+            )
+    return arr, n
+
+
+def _finite_non_negative(name: str, block: np.ndarray, *, offset: int) -> None:
+    """Raise naming the first NaN/inf/negative entry of ``block`` (flat index counted from ``offset``)."""
+    bad = ~np.isfinite(block) | (block < 0.0)
+    if bad.any():
+        flat = int(np.flatnonzero(bad.ravel())[0])
+        value = block.ravel()[flat]
+        what = "a negative distance" if np.isfinite(value) else "a non-finite value"
+        raise InvalidInputError(name, f"contains {what} ({value!r}) at flat index {offset + flat}")
+
+
+def grouping(name: str, value: object, n: int, *, min_size: int = 1) -> tuple[np.ndarray, tuple, np.ndarray]:
+    """Group labels of n objects → (int32 codes 0..g−1, sorted distinct labels, group sizes); needs g >= 2."""
+    labels = np.asarray(value)
+    if labels.ndim != 1 or labels.shape[0] != n:
+        raise InvalidInputError(name, f"expected {n} labels (one per object), got shape {labels.shape}")
+    if labels.dtype.kind == "f" and not np.isfinite(labels).all():
+        raise InvalidInputError(name, "contains NaN or inf; use a label for every object")
+    groups, codes = np.unique(labels, return_inverse=True)
+    sizes = np.bincount(codes, minlength=groups.shape[0])
+    if groups.shape[0] < 2:
+        raise InvalidInputError(name, f"needs at least 2 groups, found {groups.shape[0]}")
+    if sizes.min() < min_size:
+        small = groups[int(np.argmin(sizes))].item()
+        raise InvalidInputError(name, f"group {small!r} has {int(sizes.min())} member(s); at least {min_size} required")
+    return codes.astype(np.int32), tuple(groups.tolist()), sizes
+
+
+def int_at_least(name: str, value: object, minimum: int) -> int:
+    """``value`` as an int >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InvalidInputError(name, f"expected an integer >= {minimum}, got {value!r}")
+    return int(value)

@@ -62,6 +62,8 @@ def render(cell: PromptCell, question: int, k: int, form: str, wrapper: str) -> 
     position = cell.option_order.index(k) + 1
     if form == "label":
         return wrapper.format(x=displayed_options(cell, question)[position])
+    if form == "english_label":  # a model answering a translated prompt in English names the option itself
+        return wrapper.format(x=load_instrument("en").questions[question].label(k))
     digits = {"ascii": str(position), "arabic": str(position).translate(ARABIC_INDIC),
               "fullwidth": str(position).translate(FULL_WIDTH)}[form]
     return wrapper.format(x=digits)
@@ -72,7 +74,7 @@ def render(cell: PromptCell, question: int, k: int, form: str, wrapper: str) -> 
 def test_item_round_trip(data, cell):
     question = cell.questions[0]
     k = data.draw(st.integers(1, 5))
-    form = data.draw(st.sampled_from(["ascii", "arabic", "fullwidth", "label"]))
+    form = data.draw(st.sampled_from(["ascii", "arabic", "fullwidth", "label", "english_label"]))
     if cell.reply_format == "json" and data.draw(st.booleans()):
         position = cell.option_order.index(k) + 1
         reply = json.dumps({"option_id": position, "reason": "..."}, ensure_ascii=False)
@@ -87,7 +89,32 @@ def test_item_round_trip(data, cell):
 @given(data=st.data(), cell=cells("survey"))
 def test_survey_round_trip(data, cell):
     chosen = data.draw(st.lists(st.integers(1, 5), min_size=24, max_size=24))
-    form = data.draw(st.sampled_from(["ascii", "arabic", "label"]))
-    lines = [f"{q}. {render(cell, q, k, form, '{x}')}" for q, k in zip(cell.questions, chosen)]
+    form = data.draw(st.sampled_from(["ascii", "arabic", "label", "json"]))
+    if form == "json":
+        lines = [json.dumps([{"question": q, "option_id": cell.option_order.index(k) + 1, "reason": "..."}
+                             for q, k in zip(cell.questions, chosen)], ensure_ascii=False)]
+    else:
+        lines = [f"{q}. {render(cell, q, k, form, '{x}')}" for q, k in zip(cell.questions, chosen)]
     answers = parse_reply("\n".join(lines), cell).answers
     assert [(a.option_id, a.status) for a in answers] == [(k, "ok") for k in chosen], "\n".join(lines)
+
+
+REPLY_PIECES = st.sampled_from([
+    "1", "2", "3", "4", "5", "7", "0", "2.5", "٣", "３", "三", " or ", " maybe ", "Answer:", "**", "{", "}", '"option_id":',
+    "[", "]", "\n", "1. ", "2) ", "(11) ", "very important", "strongly disagree", "非常重要", "不同意", "أوافق",
+    "súhlasím", "As an AI", "<think>", "</think>", "1 to 5", "4/5", "Q3", "第3题", "= ", "|", "N/A", " ",
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(cell=st.one_of(cells("item"), cells("survey")),
+       text=st.one_of(st.text(max_size=300), st.lists(REPLY_PIECES, max_size=40).map("".join)))
+def test_any_text_parses_to_well_formed_answers(cell, text):
+    result = parse_reply(text, cell)
+    assert [a.question for a in result.answers] == list(cell.questions)
+    for answer in result.answers:
+        assert answer.status in ("ok", "refusal", "no_answer", "ambiguous", "out_of_range", "invalid_format")
+        assert (answer.option_id is not None) == (answer.status == "ok")
+        assert answer.option_id is None or cell.option_order[answer.displayed - 1] == answer.option_id
+        assert not answer.hedged or answer.status == "ok"
+    assert parse_reply(text, cell) == result  # deterministic

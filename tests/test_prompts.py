@@ -158,3 +158,29 @@ def test_missing_template_key_names_file_and_key(data_dir):
     path.write_text(json.dumps(raw))
     with pytest.raises(PromptError, match=r"prompts/en\.json: instructions\.item\.persona: missing"):
         build_messages(PromptCell("en", "item", (1,)))
+
+
+def test_bad_placeholder_names_file_key_and_allowed_fields(data_dir):
+    path = data_dir / "prompts" / "en.json"
+    raw = json.loads(path.read_text())
+    raw["instructions"]["item"]["persona"] = "Act like you are someone from {nation}."
+    path.write_text(json.dumps(raw))
+    with pytest.raises(PromptError, match=r"en\.json: instructions\.item\.persona: bad placeholder 'nation' "
+                                          r"\(allowed for framing 'persona': \{country\}\)"):
+        build_messages(PromptCell("en", "item", (1,), Framing("persona", "Japan")))
+
+
+@pytest.mark.parametrize("language", ["ar", "en", "sk", "zh"])
+def test_every_template_renders_without_placeholders_left(language):
+    templates = prompts.load_templates(language)
+    framings = [Framing(), Framing("persona", "Saudi Arabia"), Framing("identity", "Brazil", 35, "female")]
+    for mode, framing, reply_format in itertools.product(("item", "survey"), framings, templates["reply_formats"]):
+        cell = PromptCell(language, mode, (17,) if mode == "item" else ALL, framing, (2, 4, 1, 5, 3), reply_format)
+        messages = build_messages(cell)
+        text = "\n".join(m["content"] for m in messages)
+        assert "{country}" not in text and "{age}" not in text and "{gender}" not in text
+        assert messages[-1]["role"] == "user" and all(m["content"].strip() for m in messages)
+        if framing.kind != "none":
+            assert templates["countries"][framing.country] in text
+        if framing.kind == "identity":
+            assert "35" in text and templates["genders"]["female"] in text

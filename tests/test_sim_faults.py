@@ -195,3 +195,27 @@ def test_bad_config_names_the_key(kwargs: dict, key: str) -> None:
 def test_bad_latency_specs_name_the_option(text: str) -> None:
     with pytest.raises(SimConfigError, match="latency"):
         Latency.parse(text)
+
+
+def test_tokens_per_minute_budget_counts_prompt_plus_max_tokens() -> None:
+    body = chat_body(CELLS[0], seed=1, max_tokens=50)
+
+    async def go() -> tuple[list[tuple[int, dict, str]], int]:
+        async with SimServer(SimConfig(tokens_per_minute=1000), scores=SCORES) as sim, \
+                aiohttp.ClientSession() as session:
+            first = await post(session, sim.base_url, body)
+            prompt_tokens = json.loads(first[2])["usage"]["prompt_tokens"]
+            rest = [await post(session, sim.base_url, body) for _ in range(12)]
+            huge = await post(session, sim.base_url, chat_body(CELLS[0], seed=1, max_tokens=5000))
+            return [first, *rest, huge], prompt_tokens
+
+    results, prompt_tokens = run(go())
+    weight = prompt_tokens + 50
+    fits = 1000 // weight
+    assert [s for s, _, _ in results[:-1]] == [200] * fits + [429] * (13 - fits)
+    status, headers, text = results[fits]
+    assert json.loads(text)["error"]["type"] == "tokens" and 59 <= int(headers["Retry-After"]) <= 60
+    assert headers["x-ratelimit-remaining-tokens"] == str(1000 - fits * weight)
+    assert results[0][1]["x-ratelimit-limit-tokens"] == "1000"
+    status, _, text = results[-1]
+    assert status == 400 and json.loads(text)["error"]["code"] == "request_too_large"

@@ -34,7 +34,8 @@ def reference_distribution(target: float, spread: float, temperature: float, top
 
 
 @pytest.mark.parametrize(("target", "spread"), [(1.5, 1.0), (2.625, 1.0), (3.0, 0.6), (3.9, 1.3), (4.6, 1.0)])
-@pytest.mark.parametrize(("temperature", "top_p"), [(1.0, 1.0), (0.5, 1.0), (1.7, 1.0), (1.0, 0.7), (0.0, 1.0), (1.0, 0.0)])
+@pytest.mark.parametrize(("temperature", "top_p"),
+                         [(1.0, 1.0), (0.5, 1.0), (1.7, 1.0), (1.0, 0.7), (0.0, 1.0), (1.0, 0.0)])
 def test_answer_distribution_matches_an_independent_implementation(
     target: float, spread: float, temperature: float, top_p: float
 ) -> None:
@@ -102,7 +103,8 @@ def test_sampling_follows_the_distribution() -> None:
 
     model = AnswerModel(load_scores("hofstede-2015"))
     rng = random.Random(0)
-    for country, question, temperature, top_p in itertools.product(["Japan", "Mexico"], [5, 19], [1.0, 0.6], [1.0, 0.8]):
+    grid = itertools.product(["Japan", "Mexico"], [5, 19], [1.0, 0.6], [1.0, 0.8])
+    for country, question, temperature, top_p in grid:
         counts = np.bincount([model.sample(country, question, temperature, top_p, rng) for _ in range(3000)],
                              minlength=6)[1:]
         probs = np.array(model.distribution(country, question, temperature, top_p))

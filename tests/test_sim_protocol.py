@@ -10,7 +10,7 @@ import pytest
 from _sim_client import SCORES, chat_body, content, post, run
 
 from runner.cell import Framing, PromptCell
-from runner.sim import SimConfig, SimServer
+from runner.sim import SimConfig, SimServer, request_key
 
 ITEM = PromptCell("en", "item", (7,), Framing("persona", "China"))
 SURVEY = PromptCell("en", "survey", tuple(range(1, 25)), Framing("persona", "Germany"))
@@ -86,7 +86,8 @@ async def _with_config(config: SimConfig, bodies: list[dict]) -> list[str]:
 
 
 def test_temperature_zero_answers_the_mode_deterministically() -> None:
-    cells = [PromptCell("en", "item", (q,), Framing("persona", c)) for q in (2, 7, 13, 16) for c in ("China", "U.S.A.", "Slovak Rep")]
+    cells = [PromptCell("en", "item", (q,), Framing("persona", c))
+             for q in (2, 7, 13, 16) for c in ("China", "U.S.A.", "Slovak Rep")]
 
     async def go() -> tuple[dict, dict, SimServer]:
         greedy: dict[PromptCell, set[str]] = {}
@@ -125,19 +126,20 @@ def test_unseeded_requests_still_answer_and_vary() -> None:
 
 
 def test_survey_reply_is_a_numbered_list_and_max_tokens_truncates() -> None:
-    async def go() -> tuple[str, dict]:
+    async def go() -> tuple[str, dict, SimServer]:
         async with serve() as sim, aiohttp.ClientSession() as session:
             full = content((await post(session, sim.base_url, chat_body(SURVEY, seed=1)))[2])
             _, _, text = await post(session, sim.base_url, chat_body(SURVEY, seed=1, max_tokens=10))
-            return full, json.loads(text)
+            return full, json.loads(text), sim
 
-    full, cut = run(go())
+    full, cut, sim = run(go())
     lines = full.splitlines()
     assert [line.split(". ")[0] for line in lines] == [str(q) for q in range(1, 25)]
     assert all(line.split(". ")[1] in {"1", "2", "3", "4", "5"} for line in lines)
     assert cut["choices"][0]["finish_reason"] == "length"
     assert cut["usage"]["completion_tokens"] <= 10
     assert full.startswith(cut["choices"][0]["message"]["content"])
+    assert [e.finish_reason for e in sim.log.entries()] == ["stop", "length"]
 
 
 def test_replies_use_displayed_positions_and_the_requested_format() -> None:
@@ -160,6 +162,34 @@ def test_replies_use_displayed_positions_and_the_requested_format() -> None:
     for text, entry in zip(js, entries[30:], strict=True):
         reply = json.loads(text)
         assert set(reply) == {"option_id", "reason"} and reply["option_id"] == order.index(entry.answers[0]) + 1
+
+
+def test_content_parts_are_read_like_strings_and_keyed_like_the_log() -> None:
+    plain = chat_body(ITEM, seed=4)
+    parts = dict(plain, messages=[{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]}
+                                  for m in plain["messages"]])
+
+    async def go() -> tuple[str, str, SimServer]:
+        async with serve() as sim, aiohttp.ClientSession() as session:
+            a = content((await post(session, sim.base_url, plain))[2])
+            b = content((await post(session, sim.base_url, parts))[2])
+            return a, b, sim
+
+    a, b, sim = run(go())
+    first, second = sim.log.entries()
+    assert first.questions == second.questions == (7,) and first.country == second.country == "China"
+    assert [first.request_key, second.request_key] == [request_key(plain), request_key(parts)]
+    assert first.request_key != second.request_key and a in "12345" and b in "12345"
+
+
+def test_json_mode_requests_get_json_replies() -> None:
+    async def go() -> str:
+        async with serve() as sim, aiohttp.ClientSession() as session:
+            body = chat_body(ITEM, seed=2) | {"response_format": {"type": "json_object"}}
+            return content((await post(session, sim.base_url, body))[2])
+
+    reply = json.loads(run(go()))
+    assert reply["option_id"] in range(1, 6) and isinstance(reply["reason"], str)
 
 
 def test_a_prompt_without_a_survey_question_gets_a_polite_non_answer() -> None:

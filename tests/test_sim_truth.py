@@ -25,7 +25,9 @@ def persona_countries(language: str) -> list[str]:
     return sorted(load_templates(language)["countries"])
 
 
-async def collect(config: SimConfig, cells: list[PromptCell], seeds: range, temperature: float) -> tuple[list, SimServer]:
+async def collect(
+    config: SimConfig, cells: list[PromptCell], seeds: range, temperature: float
+) -> tuple[list, SimServer]:
     """(cell, reply text, request key) for every cell × seed, sent with bounded concurrency."""
     async with SimServer(config) as sim, aiohttp.ClientSession() as session:
         gate = asyncio.Semaphore(16)

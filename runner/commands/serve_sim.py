@@ -24,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="latency: MS, uniform:LO:HI, exponential:MEAN or lognormal:MEDIAN:SIGMA (default 0)")
     parser.add_argument("--rpm", type=int, default=None, help="requests per minute before 429 (default unlimited)")
     parser.add_argument("--burst", type=int, default=None, help="requests per second before 429 (default unlimited)")
+    parser.add_argument("--tpm", type=int, default=None,
+                        help="tokens (prompt + max_tokens) per minute before 429 (default unlimited)")
     parser.add_argument("--error-rate", type=float, default=0.0, help="share of attempts answered 500/502/503")
     parser.add_argument("--malformed-rate", type=float, default=0.0,
                         help="share of attempts answered 200 with truncated JSON or an HTML page")
@@ -41,6 +43,7 @@ def config_from_args(args: argparse.Namespace) -> object:
     return SimConfig(
         seed=args.seed, model=args.model, reference=args.reference, signal=args.signal, spread=args.spread,
         latency=Latency.parse(args.latency_ms), requests_per_minute=args.rpm, burst=args.burst,
+        tokens_per_minute=args.tpm,
         error_rate=args.error_rate, malformed_rate=args.malformed_rate, hang_rate=args.hang_rate,
         hang_s=args.hang_s, refusal_rate=args.refusal_rate, chatty_rate=args.chatty_rate, log_path=args.log,
     )

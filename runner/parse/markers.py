@@ -1,26 +1,95 @@
 """Phrases that give numbers and labels their meaning in a reply, in every instrument language.
 
 All patterns run on ``normalize``d text (lower-case, ASCII digits, Arabic folded: "الإجابة" is written
-"الاجابة" here). A new instrument language adds its phrases to each list.
+"الاجابه" here). A new instrument language adds its phrases to the word lists.
+
+Speed: a regex alternation of words scanned over a whole reply costs time per character and per word, so
+context is checked only around each candidate number or label. What must stand *before* a candidate is
+matched on the reversed text in front of it (``ends_with``): one anchored attempt instead of a scan.
 """
 
 from __future__ import annotations
 
 import re
 
-# Words right before an answer that commit to it: "Answer: 3", "I'd rate it a 2", "我选择3", "الاجابة: 3".
-_CUES = (
-    r"answer|answers|reply|response|choice|option|rating|rate|rated|choose|chose|choosing|select|selected|"
-    r"selecting|pick|picked|go with|going with|say|opt for|score|give it|vote|"
-    r"答案|回答|选择|选|我选|评分|打分|选项|"
-    r"الاجابه|الاجابة|الجواب|اجابتي|اختياري|اختار|اخترت|الخيار|"
-    r"odpoveď|odpoveď je|odpovedám|vyberám|vyberám si|volím|hodnotím|možnosť"
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
+_SEPARATORS = r"[\s:=\-*\"'(#,]*"
+
+# Words right before an answer that commit to it: "Answer: 3", "I'd rate it a 2", "我选择3", "الاجابه: 3".
+CUES = (
+    "answer", "answers", "reply", "response", "choice", "option", "rating", "rate", "rated", "choose", "chose",
+    "choosing", "select", "selected", "selecting", "pick", "picked", "go with", "going with", "say", "opt for",
+    "score", "give it", "vote",
+    "答案", "回答", "选择", "选", "评分", "打分", "选项",
+    "الاجابه", "الجواب", "اجابتي", "اختياري", "اختار", "اخترت", "الخيار",
+    "odpoveď", "odpovedám", "vyberám", "volím", "hodnotím", "možnosť",
 )
-_FILLERS = (
-    r"it|this|that|as|a|an|is|be|would be|will be|at|with|option|number|a solid|solid|the|of|my|"
-    r"je|číslo|možnosť|هي|هو|رقم|الخيار|是|为|第|个"
+# Words allowed between a cue and the answer: "rate *it a* 2", "answer *is* 3", "答案*是*3".
+FILLERS = (
+    "it", "this", "that", "as", "a", "an", "is", "be", "would be", "will be", "at", "with", "option", "number",
+    "solid", "the", "of", "my", "je", "číslo", "si", "هي", "هو", "رقم", "是", "为", "第", "个",
 )
-CUE_BEFORE = re.compile(rf"(?:^|[^\w])(?:{_CUES})(?:[\s:=\-*\"'(#]*(?:{_FILLERS})(?![\w]))*[\s:=\-*\"'(#,]*$")
+# Words that negate the label after them: "not very important", "不是非常重要", "ليس مهم جدا".
+NEGATIONS = ("not", "n't", "nie", "ne", "nie je", "ليس", "غير", "لست", "不", "不是", "并不", "没有")
+# Words before a number that make it a question reference: "Question 3", "Q 3", "第3题", "السؤال 3".
+QUESTION_WORDS = ("question", "q", "otázka", "otázku", "otázke", "otázky", "السؤال", "سؤال", "问题")
+QUESTION_AFTER = re.compile(r"\s*[题題问]")  # "第3题": question 3 (but "第3个选项" is the third option)
+
+
+def _alternation(words: tuple[str, ...]) -> str:
+    """Reversed words as one alternation, longest first; non-CJK words must start at a word boundary."""
+    parts = []
+    for word in sorted(words, key=len, reverse=True):
+        part = re.escape(word[::-1])
+        parts.append(part if _CJK.search(word) else part + r"(?!\w)")
+    return "(?:" + "|".join(parts) + ")"
+
+
+_CUE_BEFORE = re.compile(rf"{_SEPARATORS}(?:{_alternation(FILLERS)}{_SEPARATORS})*{_alternation(CUES)}")
+_NEGATION_BEFORE = re.compile(rf"\s*{_alternation(NEGATIONS)}")
+_QUESTION_BEFORE = re.compile(rf"\s*(?:#|\.č|\.on)?\s*{_alternation(QUESTION_WORDS)}")
+_DENOMINATOR_BEFORE = re.compile(r"\s*(?:/|fo tuo|z|لصا نم|نم)\s*\d")
+_ECHO_BEFORE = re.compile(r"\s*=\s*\d")
+
+
+def ends_with(pattern: re.Pattern[str], text: str, position: int, width: int = 32) -> bool:
+    """Whether the ``width`` characters of ``text`` before ``position`` end with what reversed ``pattern`` matches."""
+    return pattern.match(text[max(0, position - width):position][::-1]) is not None
+
+
+def committed_by_cue(text: str, position: int) -> bool:
+    """A cue ("answer:", "I'd rate it a", "我选择") stands right before ``position``."""
+    return ends_with(_CUE_BEFORE, text, position, 40)
+
+
+def negated(text: str, position: int) -> bool:
+    """A negation ("not", "不是", "ليس") stands right before ``position``."""
+    return ends_with(_NEGATION_BEFORE, text, position, 10)
+
+
+def question_reference(text: str, position: int) -> bool:
+    """The number at ``position`` names a question ("Question 3", "Q 3", "第3题")."""
+    return ends_with(_QUESTION_BEFORE, text, position, 16)
+
+
+def denominator(text: str, position: int) -> bool:
+    """The number at ``position`` is a scale's top ("4/5", "4 out of 5": the 5)."""
+    return ends_with(_DENOMINATOR_BEFORE, text, position, 12)
+
+
+def after_echo_sign(text: str, position: int) -> bool:
+    """``position`` follows "N =" (a label in an echoed scale)."""
+    return ends_with(_ECHO_BEFORE, text, position, 6)
+
+
+# Matched right after a number (``.match(text, end)``):
+RANGE_TO_5 = re.compile(r"\s*(?:-|~|to|through|and|až|do|a|到|至|الى|و)\s*5(?!\d)")  # "1 to 5": the scale
+OUT_OF_5 = re.compile(r"\s*(?:/|out of|z|من اصل|من)\s*5(?!\d)")  # "4/5", "4 z 5": a rating out of five
+BETWEEN = re.compile(r"\s*(?:-|~|/|or|and|to|až|alebo|a|或|到|至|和|او|الى|و)\s*([1-5])(?!\d|\.\d)")  # "2-3"
+ECHO_SIGN = re.compile(r"\s*=")
+
+# Candidate numbers: 1-3 digit integers or decimals, not glued to Latin letters ("Q1", "1st") or other digits.
+NUMBER = re.compile(r"(?<![0-9a-z\u00c0-\u024f.,])(\d{1,3})(?:\.(\d+))?(?![0-9a-z\u00c0-\u024f%]|\.\d)")
 
 # Between a first answer and a different later one: the later one is a hedge, not a second answer.
 HEDGE = re.compile(
@@ -37,20 +106,9 @@ REFUSAL = re.compile(
     r"i don't have (?:feelings|preferences|opinions|a nationality)|i do not have (?:feelings|preferences|opinions)|"
     r"i cannot (?:answer|provide|choose|express|have)|i can't (?:answer|provide|choose)|i'm unable|i am unable|"
     r"i'm not able|i am not able|not appropriate for me|i must decline|i won't answer|"
-    r"作为一个?人工智能|作为一个?ai|语言模型|我没有个人|没有个人(?:的)?(?:偏好|感受|观点|喜好)|我无法|我不能回答|无法回答|没有(?:情感|感情)|"
+    r"作为一个?人工智能|作为一个?ai|语言模型|我没有个人|没有个人(?:的)?(?:偏好|感受|观点|喜好)|我无法|我不能回答|"
+    r"无法回答|没有(?:情感|感情)|"
     r"بصفتي|كنموذج|نموذج لغوي|ذكاء اصطناعي|ليس لدي|لا املك|لا استطيع|لا يمكنني|"
-    r"ako (?:ai|umelá inteligencia|jazykový model)|jazykový model|nemám osobné|nemôžem|nedokážem|nemám (?:preferencie|názor|pocity)"
+    r"ako (?:ai|umelá inteligencia|jazykový model)|jazykový model|nemám osobné|nemôžem|nedokážem|"
+    r"nemám (?:preferencie|názor|pocity)"
 )
-
-# Spans whose numbers are not answers: the scale's range ("1 to 5", "1-5", "من 1 الى 5", "1到5"), a scale's
-# denominator ("4/5", "4 out of 5": the 5), and references to question numbers ("Question 3", "Q3", "第3题").
-NOT_ANSWERS = re.compile(
-    r"(?:between|from|od|من|从)?\s*(?<!\d)1\s*(?:-|~|to|through|and|až|do|a|到|至|الى|و)\s*5(?!\d)|"
-    r"(?<=\d)\s*(?:/|out of|z|من اصل|من)\s*5(?!\d)|"
-    r"(?:question|otázka|otázku|otázke|problem|السؤال|سؤال|问题)\s*(?:#|č\.|no\.|number)?\s*\d+|"
-    r"\bq\s*\d+|第\s*\d+\s*[题個个问]"
-)
-# "2-3", "2 or 3", "2 až 3": a range between two options is not one answer.
-BETWEEN = re.compile(r"(?<![\d.])([1-5])\s*(?:-|~|/|or|and|to|až|alebo|a|或|到|至|和|او|الى|و)\s*([1-5])(?!\d|\.\d)")
-# Candidate numbers: 1-3 digit integers or decimals, not glued to Latin letters ("Q1", "1st") or other digits.
-NUMBER = re.compile(r"(?<![0-9a-z\u00c0-\u024f.,])(\d{1,3})(?:\.(\d+))?(?![0-9a-z\u00c0-\u024f%]|\.\d)")

@@ -36,9 +36,27 @@ _NON_WORD = re.compile(r"[\W_]+")
 
 def normalize(text: str) -> str:
     """``text`` with digits made ASCII, Arabic folded and letters lower-cased (see module docstring)."""
+    if text.isascii():  # most replies: nothing to map, and translate() walks every character
+        return text.lower()
     return text.translate(_TABLE).lower()
 
 
 def bare(text: str) -> str:
     """``normalize(text)`` without punctuation, markup or spaces: the key for whole-reply label matches."""
-    return _NON_WORD.sub("", normalize(text))
+    return squash(normalize(text))
+
+
+def squash(normalized: str) -> str:
+    """Already normalised text without punctuation, markup or spaces."""
+    return _NON_WORD.sub("", normalized)
+
+
+_REASONING = re.compile(r"<think(?:ing)?>.*?(?:</think(?:ing)?>|$)", re.S)
+
+
+def without_reasoning(normalized: str) -> str:
+    """``normalized`` without reasoning blocks (``<think>…</think>``; an unclosed one runs to the end), stripped.
+
+    Reasoning models weigh several options before answering; only the text after the block is the reply.
+    """
+    return _REASONING.sub(" ", normalized).strip()

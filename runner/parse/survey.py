@@ -1,26 +1,28 @@
 """Survey replies: all asked questions answered in one reply, as a numbered list or as JSON.
 
 A numbered list may restart its numbering per section, as the prompts of the CAT papers did (1-10, 1-4,
-1-6, 1-4; GPT-4 sample in CAT v2 Appendix I): when a number is not above the previous one, the entries
-continue with the next instrument section not yet begun. A parenthesised number that equals the question's
-own number ("1. (11) 2") is that number, not the answer. Lists that stop early leave the rest ``no_answer``.
+1-6, 1-4; GPT-4 sample in CAT v2 Appendix I): when a number is below the previous one, the entries continue
+with the next instrument section not yet begun; the same number twice is the same question answered twice.
+A parenthesised question number ("1. (11) 2": above 5, or equal to the question the entry maps to) is that
+number, not the answer. Lists that stop early leave the rest ``no_answer``.
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from runner.cell import PromptCell
 from runner.instrument import load_instrument
 from runner.parse import markers
 from runner.parse.item import Context, context, from_json_object, from_json_value, parse_item
 from runner.parse.jsonreply import first_json
-from runner.parse.normalize import normalize
+from runner.parse.normalize import normalize, without_reasoning
 from runner.parse.result import Answer
 
 _HEADER = re.compile(
-    r"^[ \t>*_#•\-]*(?:(?:question|q|otázka|问题|السؤال|سؤال)\s*)?"
-    r"(?:[(\[](\d{1,2})[)\]]|第\s*(\d{1,2})\s*[题個个]|(\d{1,2})\s*(?:\*\*)?\s*(?:[.):\-](?!\d)|(?=\*\*)))"
+    r"^[ \t>*_#•|\-]*(?:(?:question|q|otázka|问题|السؤال|سؤال)\s*)?"
+    r"(?:[(\[](\d{1,2})[)\]]|第\s*(\d{1,2})\s*[题個个]|(\d{1,2})\s*(?:\*\*)?\s*(?:[.):|\-](?!\d)|(?=\*\*)))"
     r"[ \t]*(.*)$",
     re.M,
 )
@@ -33,6 +35,8 @@ _QUESTION_KEY = re.compile(r"\D*(\d{1,2})$")
 def parse_survey(text: str, cell: PromptCell) -> tuple[Answer, ...]:
     """One answer per question in ``cell.questions`` (in that order) from a survey reply."""
     t = normalize(text)
+    if "<think" in t:
+        t = without_reasoning(t)
     contexts = {q: context(cell.language, q, cell.option_order, cell.reply_format) for q in cell.questions}
     found: dict[int, Answer] = {}
     if "[" in t or "{" in t:
@@ -104,10 +108,8 @@ def _from_list(t: str, cell: PromptCell, contexts: dict[int, Context]) -> dict[i
             entries = [(i, line) for i, line in enumerate(lines, start=1)]  # bare answers, one per line
         else:
             entries = [(int(m.group(1)), m.group(2)) for m in _INLINE.finditer(t)]
-    instrument = load_instrument(cell.language)
     asked = set(cell.questions)
-    starts = [min(q for q in s.questions if q in asked) for s in instrument.sections
-              if any(q in asked for q in s.questions)]
+    starts, echoes = _layout(cell.language, cell.questions)
     found: dict[int, Answer] = {}
     previous, base, highest = 0, 0, 0
     for number, content in entries:
@@ -119,19 +121,32 @@ def _from_list(t: str, cell: PromptCell, contexts: dict[int, Context]) -> dict[i
         previous = number
         question = base + number
         paren = _PAREN_NUMBER.match(content)
-        if paren and paren.group(2).strip() and int(paren.group(1)) in asked and int(paren.group(1)) != number:
-            question, content = int(paren.group(1)), paren.group(2)  # "1. (11) 2": 11 is the question
-        elif paren and paren.group(2).strip() and int(paren.group(1)) == question:
-            content = paren.group(2)
+        if paren and paren.group(2).strip():
+            named = int(paren.group(1))
+            # "1. (11) 2": a parenthesised number that cannot be an answer, or that equals the question
+            # this entry maps to, is the question's own number; "3. (2) very important" keeps its (2).
+            if named == question or (named > 5 and named in asked):
+                question, content = named, paren.group(2)
         if question not in asked:
             continue
         highest = max(highest, question)
         ctx = contexts[question]
-        echo = normalize(instrument.questions[question].text).rstrip("?.:")
+        echo = echoes[question]
         if echo and echo in content:
             content = content.replace(echo, " ")
         _record(found, _parse_entry(content, ctx))
     return found
+
+
+@lru_cache(maxsize=256)
+def _layout(language: str, questions: tuple[int, ...]) -> tuple[list[int], dict[int, str]]:
+    """The first asked question of each section, and each question's normalised text (to drop echoes)."""
+    instrument = load_instrument(language)
+    asked = set(questions)
+    starts = [min(q for q in s.questions if q in asked) for s in instrument.sections
+              if any(q in asked for q in s.questions)]
+    echoes = {q: normalize(instrument.questions[q].text).rstrip("?.:") for q in questions}
+    return starts, echoes
 
 
 def _entries(t: str) -> list[tuple[int, str]]:

@@ -1,13 +1,15 @@
 """The aiohttp application: OpenAI-compatible chat completions answered by simulated respondents, with faults.
 
-Order of decisions per request: validate (400) → requests budget (429, not counted as an attempt) → fault draw
-(5xx, malformed 200, hang) → latency → read the prompt → sample answers → reply text (refusal, chatty, plain)
-→ max_tokens truncation → log.
+Order of decisions per request: validate (400) → request and token budgets (429, not counted as an attempt)
+→ fault draw (5xx, malformed 200, hang) → latency → read the prompt → sample answers → reply text (refusal,
+chatty, plain) → max_tokens truncation → log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import json
 import math
 import time
@@ -22,12 +24,24 @@ from runner.sim import replies
 from runner.sim.chat_request import BadRequest, ChatRequest, parse_request
 from runner.sim.config import SimConfig
 from runner.sim.faults import Fault, draw_fault, latency_s
-from runner.sim.limits import RequestBudget
+from runner.sim.limits import Refusal, RequestBudget
 from runner.sim.log import LogEntry, RequestLog, max_in_window
 from runner.sim.respondent import AnswerModel
-from runner.sim.seeding import derived_rng, request_key
+from runner.sim.seeding import Draws, key_of
 
-JSON = "application/json"
+JSON = "application/json; charset=utf-8"
+HTML = "text/html; charset=utf-8"
+# The completion body as a template: formatting it is several times cheaper than json.dumps of a dict, and
+# the server's throughput is what the runner's benchmarks stand on (tests decode it with json.loads).
+_COMPLETION = (
+    '{{"id": "{id}", "object": "chat.completion", "created": {created}, "model": {model}, '
+    f'"system_fingerprint": "hofcat-sim-{__version__}", '
+    '"choices": [{{"index": 0, "message": {{"role": "assistant", "content": {content}}}, "logprobs": null, '
+    '"finish_reason": "{finish}"}}], '
+    '"usage": {{"prompt_tokens": {prompt_tokens}, "completion_tokens": {completion_tokens}, '
+    '"total_tokens": {total_tokens}}}}}'
+)
+_json_string = json.encoder.encode_basestring  # type: ignore[attr-defined]  # str → JSON string literal
 
 
 class PromptReader(Protocol):
@@ -48,6 +62,7 @@ class _Reply:
     outcome: str
     text: str
     headers: dict[str, str]
+    finish_reason: str | None = None
 
 
 class SimApp:
@@ -58,7 +73,7 @@ class SimApp:
         self.model = model
         self.reader = reader
         self.log = RequestLog(config.log_limit, config.log_path)
-        self.budget = RequestBudget(config.requests_per_minute, config.burst)
+        self.budget = RequestBudget(config.requests_per_minute, config.burst, config.tokens_per_minute)
         self.closing = asyncio.Event()
         self._attempts: dict[str, int] = {}
         self._seq = 0
@@ -90,10 +105,10 @@ class SimApp:
             error = {"error": {"message": str(exc), "type": "invalid_request_error", "param": exc.param, "code": None}}
             reply = _Reply(400, json.dumps(error).encode(), JSON, "bad_request", str(exc), {})
             return self._finish(seq, arrival, reply, None, "", 0, None, ())
-        key = request_key(chat.body)
-        wait_s = self.budget.try_acquire(arrival - self._t0)
-        if wait_s > 0.0:
-            return self._finish(seq, arrival, self._rate_limited(arrival, wait_s), chat, key, 0, None, ())
+        key = key_of(chat.raw_messages, chat.body)
+        refusal = self.budget.try_acquire(arrival - self._t0, _prompt_tokens(chat.messages) + (chat.max_tokens or 0))
+        if refusal is not None:
+            return self._finish(seq, arrival, self._rate_limited(arrival, refusal, chat), chat, key, 0, None, ())
         attempt = 0
         if self.config.any_attempt_fault:
             attempt = self._attempts.get(key, 0)
@@ -125,8 +140,11 @@ class SimApp:
         cell = self.reader.read(chat.messages)
         if cell is None:
             return None, (), self._completion(chat, key, seq, replies.UNKNOWN_PROMPT, "unknown_prompt", fault)
+        if chat.json_mode and cell.reply_format != "json":  # a model in JSON mode answers in JSON
+            cell = dataclasses.replace(cell, reply_format="json")
         country = self.country_of(cell)
-        rng = derived_rng(self.config.seed, "answer", key) if chat.seed is not None else derived_rng(
+        # Seeded requests are reproducible; unseeded ones get fresh draws per arrival, as from a real API.
+        rng = Draws(self.config.seed, "answer", key) if chat.seed is not None else Draws(
             self.config.seed, "answer-unseeded", seq
         )
         answers = tuple(self.model.sample(country, q, chat.temperature, chat.top_p, rng) for q in cell.questions)
@@ -150,35 +168,36 @@ class SimApp:
         finish = "stop"
         if chat.max_tokens is not None and replies.estimate_tokens(text) > chat.max_tokens:
             text, finish = replies.truncate_to_tokens(text, chat.max_tokens), "length"
-        prompt_tokens = sum(replies.estimate_tokens(content) + 4 for _, content in chat.messages)
+        prompt_tokens = _prompt_tokens(chat.messages)
         completion_tokens = replies.estimate_tokens(text)
-        payload: dict[str, Any] = {
-            "id": f"chatcmpl-sim-{key[:16]}-{seq}",
-            "object": "chat.completion",
-            "created": int(self._t0_unix + (time.monotonic() - self._t0)),
-            "model": chat.model,
-            "system_fingerprint": f"hofcat-sim-{__version__}",
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None, "finish_reason": finish}
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        }
-        body = json.dumps(payload, ensure_ascii=False).encode()
+        body = _COMPLETION.format(
+            id=f"chatcmpl-sim-{key[:16]}-{seq}",
+            created=int(self._t0_unix + (time.monotonic() - self._t0)),
+            model=_json_string(chat.model),
+            content=_json_string(text),
+            finish=finish,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            total_tokens=prompt_tokens + completion_tokens,
+        ).encode()
         if fault.kind == "malformed":
             return _malformed(fault, body, text)
-        return _Reply(200, body, JSON, outcome, text, {})
+        return _Reply(200, body, JSON, outcome, text, {}, finish)
 
-    def _rate_limited(self, arrival: float, wait_s: float) -> _Reply:
-        message = f"Rate limit reached for requests: limit {self.config.requests_per_minute} per minute."
-        error = {"error": {"message": message, "type": "requests", "param": None, "code": "rate_limit_exceeded"}}
-        headers = self.budget.headers(arrival - self._t0, wait_s)
-        headers["Retry-After"] = str(max(1, math.ceil(wait_s)))
-        headers["retry-after-ms"] = str(max(1, math.ceil(wait_s * 1000)))
-        headers.setdefault("x-ratelimit-reset-requests", f"{wait_s:.3f}s")
+    def _rate_limited(self, arrival: float, refusal: Refusal, chat: ChatRequest) -> _Reply:
+        if math.isinf(refusal.wait_s):  # more tokens than the whole per-minute budget: retrying cannot help
+            message = (f"Request too large: it may use {_prompt_tokens(chat.messages) + (chat.max_tokens or 0)} "
+                       f"tokens, more than the limit of {self.config.tokens_per_minute} tokens per minute.")
+            error = {"error": {"message": message, "type": "invalid_request_error", "param": "max_tokens",
+                               "code": "request_too_large"}}
+            return _Reply(400, json.dumps(error).encode(), JSON, "bad_request", message, {})
+        limit = self.config.requests_per_minute if refusal.budget == "requests" else self.config.tokens_per_minute
+        message = f"Rate limit reached for {refusal.budget}: limit {limit} per minute."
+        error = {"error": {"message": message, "type": refusal.budget, "param": None, "code": "rate_limit_exceeded"}}
+        headers = self.budget.headers(arrival - self._t0)
+        headers["Retry-After"] = str(max(1, math.ceil(refusal.wait_s)))
+        headers["retry-after-ms"] = str(max(1, math.ceil(refusal.wait_s * 1000)))
+        headers[f"x-ratelimit-reset-{refusal.budget}"] = f"{refusal.wait_s:.3f}s"
         return _Reply(429, json.dumps(error).encode(), JSON, "rate_limited", message, headers)
 
     async def _sleep(self, seconds: float) -> None:
@@ -224,14 +243,15 @@ class SimApp:
                 reply_format=cell.reply_format if cell else None,
                 answers=answers,
                 reply=reply.text,
+                finish_reason=reply.finish_reason,
                 service_ms=(now - arrival) * 1000.0,
             )
         )
         headers = dict(reply.headers)
-        if self.budget.minute is not None and "x-ratelimit-limit-requests" not in headers:
-            headers.update(self.budget.headers(now - self._t0, 0.0))
-        return web.Response(status=reply.status or 499, body=reply.body, content_type=reply.content_type,
-                            charset="utf-8", headers=headers)
+        if reply.status != 429 and (self.budget.minute is not None or self.budget.tokens is not None):
+            headers.update(self.budget.headers(now - self._t0))
+        headers["Content-Type"] = reply.content_type
+        return web.Response(status=reply.status or 499, body=reply.body, headers=headers)
 
     # ---- other endpoints ----------------------------------------------------------------------------------
 
@@ -286,6 +306,12 @@ class SimApp:
                                   "countries": truth})
 
 
+@functools.lru_cache(maxsize=16_384)
+def _prompt_tokens(messages: tuple[tuple[str, str], ...]) -> int:
+    """Estimated prompt tokens: each message's content plus 4 tokens of chat framing."""
+    return sum(replies.estimate_tokens(content) + 4 for _, content in messages)
+
+
 def _server_error(fault: Fault) -> _Reply:
     status = (500, 502, 503)[fault.variant % 3]
     message = "The server had an error while processing your request. Sorry about that!"
@@ -299,4 +325,4 @@ def _malformed(fault: Fault, body: bytes, text: str) -> _Reply:
         cut = body[: max(1, int(len(body) * fault.fraction))]
         return _Reply(200, cut, JSON, "malformed", cut.decode("utf-8", "replace"), {})
     html = "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>"
-    return _Reply(200, html.encode(), "text/html", "malformed", html, {})
+    return _Reply(200, html.encode(), HTML, "malformed", html, {})

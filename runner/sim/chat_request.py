@@ -16,17 +16,19 @@ class BadRequest(Exception):
         self.param = param
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs a setattr call per field, per request
 class ChatRequest:
     """The reply-deciding parts of a valid request."""
 
     body: dict[str, Any]
     model: str
     messages: tuple[tuple[str, str], ...]  # (role, content)
+    raw_messages: tuple[tuple[str, str], ...]  # (role, content or the repr of its parts) for the request key
     temperature: float
     top_p: float
     seed: int | None
     max_tokens: int | None
+    json_mode: bool = False  # response_format asked for a JSON object or schema
 
 
 def parse_request(raw: bytes) -> ChatRequest:
@@ -41,10 +43,13 @@ def parse_request(raw: bytes) -> ChatRequest:
     if not isinstance(messages, list) or not messages:
         raise BadRequest("'messages' must be a non-empty list", "messages")
     pairs = []
+    raw = []
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise BadRequest(f"messages[{i}] must be an object with a string 'role'", f"messages[{i}]")
-        pairs.append((message["role"], _content_text(message.get("content"), i)))
+        text = _content_text(message.get("content"), i)
+        pairs.append((message["role"], text))
+        raw.append((message["role"], text if isinstance(message["content"], str) else repr(message["content"])))
     if body.get("stream"):
         raise BadRequest("streaming is not supported by the simulator", "stream")
     if body.get("n", 1) != 1:
@@ -56,13 +61,23 @@ def parse_request(raw: bytes) -> ChatRequest:
         body=body,
         model=model,
         messages=tuple(pairs),
+        raw_messages=tuple(raw),
         temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
         top_p=_number(body, "top_p", 1.0, 0.0, 1.0),
         seed=_integer(body, "seed", minimum=None),
         max_tokens=_integer(body, "max_tokens", minimum=1)
         if body.get("max_tokens") is not None
         else _integer(body, "max_completion_tokens", minimum=1),
+        json_mode=_json_mode(body.get("response_format")),
     )
+
+
+def _json_mode(response_format: object) -> bool:
+    if response_format is None:
+        return False
+    if not isinstance(response_format, dict) or not isinstance(response_format.get("type"), str):
+        raise BadRequest("'response_format' must be an object with a string 'type'", "response_format")
+    return response_format["type"] in ("json_object", "json_schema")
 
 
 def _content_text(content: object, index: int) -> str:
@@ -79,7 +94,8 @@ def _number(body: dict[str, Any], name: str, default: float, lo: float, hi: floa
     value = body.get(name)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not lo <= value <= hi:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or not lo <= value <= hi:
         raise BadRequest(f"'{name}' must be a number between {lo:g} and {hi:g}, got {value!r}", name)
     return float(value)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -39,7 +40,7 @@ class Latency:
 
     @classmethod
     def parse(cls, text: str) -> Latency:
-        """``"50"``, ``"fixed:50"``, ``"uniform:20:80"``, ``"exponential:100"`` or ``"lognormal:200:0.5"`` → Latency."""
+        """``"50"``, ``"fixed:50"``, ``"uniform:20:80"``, ``"exponential:100"``, ``"lognormal:200:0.5"`` → Latency."""
         parts = text.strip().split(":")
         allowed = "NUMBER, fixed:MS, uniform:LO_MS:HI_MS, exponential:MEAN_MS or lognormal:MEDIAN_MS:SIGMA"
         try:
@@ -101,6 +102,7 @@ class SimConfig:
     latency: Latency = field(default_factory=Latency)
     requests_per_minute: int | None = None  # sliding 60-s window of accepted requests; None = unlimited
     burst: int | None = None  # accepted requests per sliding 1-s window; None = unlimited
+    tokens_per_minute: int | None = None  # prompt + max_tokens of accepted requests per sliding 60-s window
     # Faults, drawn per attempt from the seed, the request and how often that request was seen before.
     error_rate: float = 0.0  # HTTP 500/502/503 with an OpenAI-shaped error body
     malformed_rate: float = 0.0  # HTTP 200 with truncated JSON or an HTML error page
@@ -119,7 +121,7 @@ class SimConfig:
                 raise SimConfigError(name, value, "a probability in [0, 1]")
         if sum(getattr(self, n) for n in ("error_rate", "malformed_rate", "hang_rate")) > 1.0:
             raise SimConfigError("error_rate + malformed_rate + hang_rate", "> 1", "a total of at most 1")
-        for name in ("requests_per_minute", "burst"):
+        for name in ("requests_per_minute", "burst", "tokens_per_minute"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise SimConfigError(name, value, "a positive integer or None (unlimited)")
@@ -133,7 +135,7 @@ class SimConfig:
             raise SimConfigError("log_limit", self.log_limit, "an integer >= 0")
         self.latency.validate()
 
-    @property
+    @cached_property
     def any_attempt_fault(self) -> bool:
         """True when some fault is drawn per attempt (the server then counts attempts per request)."""
         return any(

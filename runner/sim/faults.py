@@ -8,12 +8,11 @@ chatty) and apply to whatever reply text the attempt carries.
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass
 from typing import Literal
 
 from runner.sim.config import SimConfig
-from runner.sim.seeding import derived_rng
+from runner.sim.seeding import Draws
 
 FaultKind = Literal["none", "server_error", "malformed", "hang"]
 
@@ -27,7 +26,7 @@ class Fault:
     chatty: bool = False
     variant: int = 0
     fraction: float = 0.5
-    rng: random.Random | None = None  # further draws for this attempt (chatty style)
+    rng: Draws | None = None  # further draws for this attempt (chatty style)
 
 
 NO_FAULT = Fault()
@@ -37,7 +36,7 @@ def draw_fault(config: SimConfig, key: str, attempt: int) -> Fault:
     """The fault of the ``attempt``-th arrival (from 0) of the request with ``key``."""
     if not config.any_attempt_fault:
         return NO_FAULT
-    rng = derived_rng(config.seed, "fault", key, attempt)
+    rng = Draws(config.seed, "fault", key, attempt)
     u = rng.random()
     kind: FaultKind = "none"
     edge = 0.0
@@ -59,7 +58,7 @@ def latency_s(config: SimConfig, key: str, attempt: int) -> float:
         return 0.0
     if latency.kind == "fixed":
         return latency.a / 1000.0
-    rng = derived_rng(config.seed, "latency", key, attempt)
+    rng = Draws(config.seed, "latency", key, attempt)
     if latency.kind == "uniform":
         ms = rng.uniform(latency.a, latency.b)
     elif latency.kind == "exponential":

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: frozen __init__ is several times slower, and one is made per request
 class LogEntry:
     """One request as the server saw and answered it."""
 
@@ -24,7 +24,8 @@ class LogEntry:
     arrival_s: float  # seconds since the server started (monotonic clock)
     arrival_unix: float  # wall-clock arrival time, seconds since the epoch
     status: int  # HTTP status sent (0 when the client went away before an answer)
-    outcome: str  # ok | refusal | chatty | rate_limited | server_error | malformed | hang | bad_request | unknown_prompt
+    # ok | chatty | refusal | rate_limited | server_error | malformed | hang | bad_request | unknown_prompt | cancelled
+    outcome: str
     request_key: str  # runner.sim.seeding.request_key of the body ("" when the body was unreadable)
     attempt: int  # how many times this request_key had arrived before (0 = first)
     seed: int | None
@@ -39,6 +40,7 @@ class LogEntry:
     reply_format: str | None
     answers: tuple[int | None, ...]  # chosen option IDs, aligned with questions (None: not answered)
     reply: str  # the assistant content sent, or the raw body for malformed replies and errors
+    finish_reason: str | None  # "stop" | "length" (max_tokens cut the reply: it may show only some answers)
     service_ms: float  # time from arrival to the answer being handed to the transport
 
     def as_json(self) -> dict[str, object]:

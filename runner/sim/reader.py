@@ -78,13 +78,18 @@ class TemplateReader:
         questions = tuple(sorted({q for lang, q in found if lang == language}))
         order = self._option_order(user, language, questions[0])
         formatted = self._system.get(system)
-        mode = formatted[1] if formatted else ("item" if len(questions) == 1 else "survey")
         if formatted:
             reply_format = formatted[2]
         else:
             reply_format = "json" if "json" in system.casefold() else ("number" if system else "free")
-        first_paragraph = user.strip().split("\n\n", 1)[0].strip()
-        framing = self._framing(first_paragraph, language, mode)
+        # The instruction says "the question below" or "the questions below": it decides the mode; without a
+        # known instruction, the reply-format instruction or the number of questions does.
+        instructed = self._instruction(user.strip().split("\n\n", 1)[0].strip(), language)
+        if instructed is not None:
+            mode, framing = instructed
+        else:
+            mode = formatted[1] if formatted else ("item" if len(questions) == 1 else "survey")
+            framing = Framing()
         return PromptCell(language, mode, questions, framing, order, reply_format)  # type: ignore[arg-type]
 
     def _option_order(self, user: str, language: str, question: int) -> tuple[int, ...]:
@@ -96,9 +101,10 @@ class TemplateReader:
                 return order
         return CANONICAL_ORDER
 
-    def _framing(self, instruction: str, language: str, mode: str) -> Framing:
-        for lang, instruction_mode, framing, pattern in self._instructions:
-            if lang != language or instruction_mode != mode:
+    def _instruction(self, instruction: str, language: str) -> tuple[str, Framing] | None:
+        """(mode, framing) of the first matching instruction template; None when none matches."""
+        for lang, mode, framing, pattern in self._instructions:
+            if lang != language:
                 continue
             match = pattern.fullmatch(instruction)
             if match is None:
@@ -106,13 +112,13 @@ class TemplateReader:
             groups = match.groupdict()
             country = self._countries.get((language, groups.get("country", "")))
             if framing == "none" or country is None:
-                return Framing()
+                return mode, Framing()
             if framing == "identity":
                 age = groups.get("age", "")
                 gender = self._genders.get((language, groups.get("gender", "")))
-                return Framing("identity", country, int(age) if age.isdigit() else None, gender)
-            return Framing("persona", country)
-        return Framing()
+                return mode, Framing("identity", country, int(age) if age.isdigit() else None, gender)
+            return mode, Framing("persona", country)
+        return None
 
 
 def _option_blocks(labels: tuple[str, ...], layout: dict[str, str]) -> dict[str, tuple[int, ...]]:

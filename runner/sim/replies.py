@@ -7,10 +7,10 @@ prompt shows next to the option; with shuffled options the parser maps the posit
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Sequence
 
 from runner.cell import PromptCell
+from runner.sim.seeding import Draws
 
 REFUSALS: dict[str, str] = {
     "en": "As an AI, I do not have personal preferences or feelings, so I cannot answer this question.",
@@ -56,7 +56,7 @@ def plain_reply(cell: PromptCell, answers: Sequence[int]) -> str:
     return "\n".join(f"{q}. {n}" for q, n in zip(cell.questions, numbers, strict=True))
 
 
-def chatty_reply(cell: PromptCell, answers: Sequence[int], labels: Sequence[str] | None, rng: random.Random) -> str:
+def chatty_reply(cell: PromptCell, answers: Sequence[int], labels: Sequence[str] | None, rng: Draws) -> str:
     """The same answers wrapped as chatty models do: prose, markdown bold, fenced JSON with trailing text.
 
     ``labels``: option texts of the (single) question in option-ID order, for item replies; None if unknown.

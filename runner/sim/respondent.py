@@ -20,10 +20,10 @@ Generative model (docs/simulator.md has the derivation):
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Protocol
 
 from runner.dimensions import DIMENSIONS
 from runner.scoring import FORMULAS
@@ -43,6 +43,13 @@ MEAN_BOUNDS = (1.1, 4.9)
 OPTIONS = (1, 2, 3, 4, 5)
 
 Scores = Mapping[str, Mapping[str, float | None]]
+
+
+class UniformSource(Protocol):
+    """Anything with ``random() -> float`` in [0, 1) (``runner.sim.seeding.Draws``, ``random.Random``)."""
+
+    def random(self) -> float:
+        """One uniform draw."""
 
 
 @dataclass
@@ -92,15 +99,16 @@ def _mean(probs: tuple[float, ...]) -> float:
 
 
 def _solve_theta(target: float, spread: float) -> float:
-    """θ whose temperature-1 answer mean is ``target`` (bisection; the mean is increasing in θ)."""
-    lo, hi = -40.0, 40.0
-    for _ in range(80):
-        mid = (lo + hi) / 2.0
-        if _mean(_softmax(_logits(mid, spread), 1.0)) < target:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2.0
+    """θ whose temperature-1 answer mean is ``target``, by Newton's method (d mean / dθ = variance > 0)."""
+    theta = 0.0
+    for _ in range(100):
+        probs = _softmax(_logits(theta, spread), 1.0)
+        mean = _mean(probs)
+        if abs(mean - target) < 1e-13:
+            break
+        variance = sum((k - mean) ** 2 * p for k, p in zip(OPTIONS, probs, strict=True))
+        theta -= max(-2.0, min(2.0, (mean - target) / variance))  # damped: the mean saturates near 1 and 5
+    return theta
 
 
 @lru_cache(maxsize=65_536)
@@ -127,7 +135,7 @@ class AnswerModel:
     """Per-country answer distributions for the 24 questions, derived from reference scores."""
 
     def __init__(self, scores: CountryScores | Scores, *, signal: float = 2.0, spread: float = 1.0) -> None:
-        """``scores``: country → dimension (pdi … ivr) → score or None; ``signal``: index points per score point."""
+        """``scores``: country → dimension → score or None; ``signal``: index points per score point."""
         if not (math.isfinite(signal) and signal >= 0):
             raise SimConfigError("signal", signal, "a finite number >= 0")
         if not (math.isfinite(spread) and spread > 0):
@@ -170,7 +178,7 @@ class AnswerModel:
         return answer_distribution(self.thetas(country)[question - 1], self.spread, temperature, top_p)
 
     def sample(
-        self, country: str | None, question: int, temperature: float, top_p: float, rng: random.Random
+        self, country: str | None, question: int, temperature: float, top_p: float, rng: UniformSource
     ) -> int:
         """One answer (option ID 1…5); consumes exactly one draw of ``rng`` so answers stay aligned."""
         u = rng.random()

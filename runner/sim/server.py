@@ -9,10 +9,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
@@ -126,6 +128,10 @@ class SimServerThread:
         """The server-side request log."""
         return self._server.log
 
+    def stats(self) -> dict[str, Any]:
+        """Same as GET /sim/stats."""
+        return self._server.stats()
+
     def start(self) -> None:
         """Start the thread and wait until the server listens."""
         self._thread.start()
@@ -143,7 +149,9 @@ class SimServerThread:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
 
@@ -170,6 +178,18 @@ class SimProcess:
     def url(self) -> str:
         """Root URL of the server."""
         return self.base_url.removesuffix("/v1")
+
+    def log_entries(self, since: int = 0) -> list[dict[str, Any]]:
+        """The child's in-memory log entries with seq >= ``since`` (GET /sim/log), as JSON dicts."""
+        return self._get(f"/sim/log?since={since}")["entries"]
+
+    def stats(self) -> dict[str, Any]:
+        """The child's GET /sim/stats."""
+        return self._get("/sim/stats")
+
+    def _get(self, path: str) -> dict[str, Any]:
+        with urllib.request.urlopen(self.url + path, timeout=60) as response:
+            return json.loads(response.read())
 
     def close(self) -> None:
         """SIGTERM the child and wait for it to exit."""

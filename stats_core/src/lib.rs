@@ -1,10 +1,21 @@
 //! PyO3 shims for hofcat's statistics kernels.
 //!
-//! Each algorithm lives in its own module as a plain Rust function over slices/arrays, testable with
-//! `cargo test` without Python; the `#[pyfunction]`s here only convert arguments and release the GIL.
+//! Each algorithm lives in its own module as a plain Rust function over slices, testable with
+//! `cargo test` without Python; the `#[pyfunction]`s (`kendall.rs`, `py.rs`) only convert arguments and
+//! release the GIL.
 use pyo3::prelude::*;
 
+pub mod simd;
+
+pub mod bootstrap;
+pub mod cluster;
 pub mod kendall;
+pub mod matrix;
+pub mod pdist;
+pub mod permanova;
+pub mod permdisp;
+pub mod permute;
+mod py;
 
 /// The private compiled module `stats_core._native`; only `stats_core/_backend.py` imports it.
 #[pymodule]
@@ -12,5 +23,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("build_profile", if cfg!(debug_assertions) { "debug" } else { "release" })?;
     kendall::register(m)?;
+    py::register(m)?;
     Ok(())
 }

@@ -1,0 +1,97 @@
+"""A run directory's parsed answers as one LazyFrame with the design factors beside each answer.
+
+The store keeps answers (``cell_key, question, option_id, status, …``) apart from responses (one row per cell
+with its factors); this joins them on ``cell_key``, part by part. Two derived columns make the design explicit:
+``shuffled`` (the cell's options were shuffled) and ``country`` for no-persona cells, taken
+from the prompt language (``data/reference/language_countries.csv``, the papers' convention); those cells' language
+becomes ``native`` so that the languages' countries are ranked together (the papers' model-level comparison).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import polars as pl
+
+from runner.errors import InputError
+from runner.reference import REFERENCE_DIR
+
+__all__ = ["language_countries", "load_answers"]
+
+# Response columns that the answers need: everything else in responses is bookkeeping or the reply itself.
+RESPONSE_FACTORS = ("endpoint", "model", "language", "mode", "framing", "country", "age", "gender",
+                    "reply_format", "seed", "temperature", "top_p", "max_tokens", "option_order", "shuffle_seed")
+
+
+def language_countries() -> dict[str, str]:
+    """Prompt language code → the country a no-persona answer in it is compared with."""
+    with (REFERENCE_DIR / "language_countries.csv").open(newline="", encoding="utf-8") as fh:
+        return {row["language"]: row["country"] for row in csv.DictReader(fh)}
+
+
+def _parquet(folder: Path) -> pl.LazyFrame:
+    """All Parquet parts of a dataset folder."""
+    return pl.scan_parquet(folder / "*.parquet")
+
+
+def load_answers(run_dir: str | Path) -> pl.LazyFrame:
+    """Answers joined with their cell's factors (store layout), or a single answers table that has them."""
+    root = Path(run_dir)
+    answers, responses = root / "answers", root / "responses"
+    if answers.is_dir() and any(answers.glob("*.parquet")) and responses.is_dir():
+        return _joined_by_part(answers, responses)
+    for candidate in (answers, root / "answers.parquet"):
+        if candidate.is_dir() and any(candidate.glob("*.parquet")):
+            return _derive(_parquet(candidate))
+        if candidate.is_file():
+            return _derive(pl.scan_parquet(candidate))
+    raise InputError(f"{root}: no parsed-answers dataset (looked for answers/ with responses/, or answers.parquet)")
+
+
+def _joined_by_part(answers: Path, responses: Path) -> pl.LazyFrame:
+    """Join answers/part-N with responses/part-N one part at a time, keeping only the slim result.
+
+    The store writes answers part N from responses part N, so the join never needs more than one part in
+    memory; the result holds a few numbers and short labels per answer (no reply text, no keys).
+    """
+    pairs = [(a, responses / a.name) for a in sorted(answers.glob("part-*.parquet"))]
+    if not pairs or not all(r.is_file() for _, r in pairs):  # not the store's pairing: one lazy join
+        pairs = [(answers / "*.parquet", responses / "*.parquet")]
+    slim = []
+    for answer_path, response_path in pairs:
+        cells = pl.scan_parquet(response_path)
+        have = cells.collect_schema().names()
+        cells = cells.select([c for c in ("cell_key", *RESPONSE_FACTORS) if c in have])
+        part = pl.scan_parquet(answer_path).select("cell_key", "question", "option_id", "status").join(
+            cells, on="cell_key", how="left")
+        slim.append(_derive(part).drop("cell_key").collect())
+    return pl.concat(slim, how="vertical_relaxed").lazy()
+
+
+def _derive(lazy: pl.LazyFrame) -> pl.LazyFrame:
+    """``shuffled`` (the design asked for shuffling); ``country`` from ``language`` where no persona gave one.
+
+    A cell was shuffled when it has a ``shuffle_seed`` — not when its order differs from 1–5, since a random
+    order is sometimes the canonical one and would split a shuffled condition in two.
+    """
+    names = lazy.collect_schema().names()
+    if "shuffle_seed" in names:
+        lazy = lazy.with_columns(shuffled=pl.col("shuffle_seed").is_not_null()).drop(
+            [c for c in ("shuffle_seed", "option_order") if c in names])
+    elif "option_order" in names:
+        canonical = pl.lit([1, 2, 3, 4, 5], dtype=pl.List(pl.Int64))
+        lazy = lazy.with_columns(
+            shuffled=pl.col("option_order").cast(pl.List(pl.Int64)) != canonical
+        ).drop("option_order")
+    if "language" in names:
+        mapped = pl.col("language").replace_strict(language_countries(), default=None, return_dtype=pl.String)
+        if "country" not in names:
+            lazy = lazy.with_columns(country=pl.lit(None, dtype=pl.String))
+        # No persona: the language stands for its country, and the condition is "each country in its native
+        # language" (the papers' model-level comparison), so the languages must rank together, not apart.
+        lazy = lazy.with_columns(
+            country=pl.coalesce(pl.col("country"), mapped),
+            language=pl.when(pl.col("country").is_null()).then(pl.lit("native")).otherwise(pl.col("language")),
+        )
+    return lazy

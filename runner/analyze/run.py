@@ -1,0 +1,114 @@
+"""``analyze_run``: every analysis of a run directory, written as Parquet tables + ``summary.json``.
+
+Writes under ``RUN_DIR/analysis/``: ``questions``, ``indices``, ``kendall``, ``cat``, ``misranked``,
+``error_percentage``, ``status_rates``, ``respondents``, ``centroid_correlations``, ``disparity``, ``set_separation``,
+``factor_tests`` (``.parquet`` each) and ``summary.json`` (provenance, design, policies, seeds, headline numbers).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import polars as pl
+
+from runner.analyze.agreement import agreement_tables
+from runner.analyze.design import Design, infer_design, varying
+from runner.analyze.load import load_answers
+from runner.analyze.sets import centroid_correlations, disparity, factor_tests, respondent_table, set_separation
+from runner.analyze.tables import question_table, status_rates, temperature_zero_disagreement
+from runner.analyze.units import unit_array
+from runner.reference import load_reference
+
+__all__ = ["AnalysisOptions", "analyze_answers", "analyze_run"]
+
+STATUS_GROUPS = ("endpoint", "model", "language")
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """Choices recorded with every analysis."""
+
+    reference: str | None = None  # None: the run manifest's reference, else hofstede-2015
+    human_reference: str = "human-nine-nations"
+    undefined_tau: str = "nan"
+    n_resamples: int = 1000
+    confidence_level: float = 0.95
+    permutations: int = 999
+    seed: int = 0
+    max_points: int = 1000  # respondents per set in distance-based measures (seeded subsample beyond)
+    factors: tuple[str, ...] | None = None
+    units: tuple[str, ...] | None = None
+    constants: Mapping[str, float] | None = None
+
+
+def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[dict[str, pl.DataFrame], dict]:
+    """All tables for a parsed-answers LazyFrame, and the JSON summary."""
+    design = infer_design(answers.collect_schema().names(), options.factors, options.units)
+    if options.factors is None:  # inferred factors: keep those the run actually varied
+        design = Design(varying(answers, design.factors), design.units)
+    reference = load_reference(options.reference or "hofstede-2015")
+    human = load_reference(options.human_reference)
+    units = unit_array(answers, design)
+    tables = agreement_tables(
+        units, reference, undefined_tau=options.undefined_tau, constants=options.constants,
+        n_resamples=options.n_resamples, confidence_level=options.confidence_level, seed=options.seed,
+    )
+    tables["questions"] = question_table(answers, design.factors).collect(engine="streaming")
+    tables["status_rates"] = status_rates(answers, [c for c in STATUS_GROUPS if c in design.factors])
+    cap = {"max_points": options.max_points, "seed": options.seed}
+    tables["respondents"] = respondent_table(units, **cap)
+    tables["centroid_correlations"] = centroid_correlations(units)
+    tables["disparity"] = disparity(units, human)
+    tables["set_separation"] = set_separation(units, human, **cap)
+    tables["factor_tests"] = factor_tests(units, permutations=options.permutations, **cap)
+    summary = {
+        "reference": reference.to_dict(),
+        "human_reference": human.to_dict(),
+        "undefined_tau": options.undefined_tau,
+        "constants": dict(options.constants or {}),
+        "bootstrap": {"n_resamples": options.n_resamples, "confidence_level": options.confidence_level,
+                      "method": "percentile", "unit": list(design.units), "seed": options.seed},
+        "permutations": {"count": options.permutations, "seed": options.seed},
+        "max_points_per_set": options.max_points,
+        "design": design.to_dict(),
+        "conditions": units.conditions.height,
+        "countries": list(units.countries),
+        "answers": _count(answers),
+        "temperature_zero": temperature_zero_disagreement(answers, design.factors),
+        "cat": _clean(tables["cat"].drop("countries").to_dicts()),
+        "error_percentage": _clean(tables["error_percentage"].to_dicts()),
+    }
+    return tables, summary
+
+
+def analyze_run(run_dir: str | Path, options: AnalysisOptions) -> Path:
+    """Analyse ``run_dir``'s parsed answers; returns the ``analysis`` folder written."""
+    root = Path(run_dir)
+    manifest_path = root / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else None
+    if options.reference is None:  # the reference the run was planned against, else Hofstede 2015
+        options = replace(options, reference=(manifest or {}).get("reference") or "hofstede-2015")
+    tables, summary = analyze_answers(load_answers(root), options)
+    summary["run_dir"] = str(root)
+    if manifest is not None:
+        summary["run_manifest"] = manifest
+    out = root / "analysis"
+    out.mkdir(exist_ok=True)
+    for name, table in tables.items():
+        table.write_parquet(out / f"{name}.parquet")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    return out
+
+
+def _count(answers: pl.LazyFrame) -> int:
+    """Number of answer rows."""
+    return int(answers.select(pl.len()).collect(engine="streaming").item())
+
+
+def _clean(rows: Sequence[dict]) -> list[dict]:
+    """NaN → None so that the JSON is valid."""
+    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()} for row in rows]

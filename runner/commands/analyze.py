@@ -1,0 +1,59 @@
+"""``hofcat analyze RUN_DIR``: tables, intervals and tests from a run's parsed answers."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+NAME = "analyze"
+HELP = "Analyse a run directory's parsed answers: per-question tables, indices, tau/CAT with bootstrap CIs, set tests."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """RUN_DIR and the analysis choices (all recorded in analysis/summary.json)."""
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory holding the parsed answers")
+    parser.add_argument("--reference", default=None, metavar="NAME_OR_CSV",
+                        help="reference set for Kendall tau (default: the run manifest's, else hofstede-2015)")
+    parser.add_argument("--human-reference", default="human-nine-nations", metavar="NAME_OR_CSV",
+                        help="human reference for D/MCD and SS_h (default human-nine-nations)")
+    parser.add_argument("--undefined-tau", choices=("nan", "-1"), default="nan", help="undefined-tau policy")
+    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    parser.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
+    parser.add_argument("--permutations", type=int, default=999, help="PERMANOVA/PERMDISP permutations (default 999)")
+    parser.add_argument("--max-points", type=int, default=1000,
+                        help="respondents per set in distance-based measures; larger sets are subsampled (seeded)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of every resampling (default 0)")
+    parser.add_argument("--factors", default=None, metavar="COL,...", help="condition columns (default: inferred)")
+    parser.add_argument("--units", default=None, metavar="COL,...",
+                        help="resampling unit columns (default: seed, plus respondent/gender/age if present)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the analysis and print where it went plus the CAT scores."""
+    from runner.analyze.run import AnalysisOptions, analyze_run
+    from runner.errors import InputError
+
+    def cols(text: str | None) -> tuple[str, ...] | None:
+        return None if text is None else tuple(c.strip() for c in text.split(",") if c.strip())
+
+    options = AnalysisOptions(
+        reference=args.reference, human_reference=args.human_reference, undefined_tau=args.undefined_tau,
+        n_resamples=args.resamples, confidence_level=args.confidence, permutations=args.permutations,
+        seed=args.seed, max_points=args.max_points, factors=cols(args.factors), units=cols(args.units),
+    )
+    problems = [text for bad, text in (
+        (not 0 < options.confidence_level < 1, f"--confidence {options.confidence_level} is not in (0, 1)"),
+        (options.n_resamples < 1, f"--resamples {options.n_resamples} is not ≥ 1"),
+        (options.permutations < 0, f"--permutations {options.permutations} is not ≥ 0"),
+        (options.max_points < 2, f"--max-points {options.max_points} is not ≥ 2"),
+    ) if bad]
+    if problems:
+        print(f"hofcat analyze: error: {'; '.join(problems)}", file=sys.stderr)
+        return 2
+    try:
+        out = analyze_run(args.run_dir, options)
+    except InputError as exc:
+        print(f"hofcat analyze: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"analysis written to {out}")
+    return 0

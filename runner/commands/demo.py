@@ -1,0 +1,51 @@
+"""``hofcat demo --out DIR``: the README's main command — a real sweep, analysed and reported."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+NAME = "demo"
+HELP = ("Run a small sweep (4 personas × 24 questions × seeds, item mode) on a built-in endpoint — by default "
+        "SmolLM2-135M behind llama.cpp's server — then analyse it and write the HTML report.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """--out, --endpoint, --model, --seeds, --slots, --seed."""
+    from runner.demo import ENDPOINTS, DemoOptions
+
+    d = DemoOptions()
+    parser.add_argument("--out", metavar="DIR", default="demo-run", help="output folder (default demo-run)")
+    parser.add_argument("--endpoint", choices=ENDPOINTS, default=d.endpoint,
+                        help="llm: the local model (default); sim: the simulated endpoint (known truth)")
+    parser.add_argument("--model", default=d.model, help="for --endpoint llm: smollm2 (default) or PATH.gguf")
+    parser.add_argument("--seeds", type=int, default=d.seeds, help=f"sampling seeds per question (default {d.seeds})")
+    parser.add_argument("--slots", type=int, default=d.slots, help=f"llama.cpp parallel slots (default {d.slots})")
+    parser.add_argument("--seed", type=int, default=d.seed, help=f"master seed (default {d.seed})")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Print the parse rate, Kendall tau per dimension with intervals, and the report's path."""
+    from runner.demo import DemoOptions, run_demo
+    from runner.errors import InputError
+    from runner.llm import LLMError
+    from runner.run_errors import RunDirError, SpecError
+
+    options = DemoOptions(endpoint=args.endpoint, model=args.model, seeds=args.seeds, slots=args.slots,
+                          seed=args.seed)
+    try:
+        result = run_demo(args.out, options)
+    except (ValueError, InputError, LLMError, RunDirError, SpecError) as exc:
+        print(f"hofcat demo: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"parse rate: {result.parse_rate:.1%} of answers parsed as ok")
+    print("Kendall tau-b per dimension against hofstede-2015 (95% bootstrap interval over seeds):")
+    for row in result.kendall.iter_rows(named=True):
+        print(f"  {row['dimension'].upper():>3}  {_num(row['tau'])}  [{_num(row['ci_low'])}, {_num(row['ci_high'])}]")
+    print(f"report: {result.report}")
+    return 0
+
+
+def _num(value: float | None) -> str:
+    """A tau or bound for the terminal; undefined ones print as n/a."""
+    return "  n/a" if value is None or value != value else f"{value:+.2f}"

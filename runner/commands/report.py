@@ -1,0 +1,28 @@
+"""``hofcat report RUN_DIR``: a self-contained HTML report (figures + tables + provenance) of an analysed run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+NAME = "report"
+HELP = "Write RUN_DIR/report/index.html (figures, the papers' tables, provenance) from RUN_DIR/analysis."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """RUN_DIR only: every choice was made and recorded by `hofcat analyze`."""
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory analysed by `hofcat analyze`")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Render the report and print its path."""
+    from runner.errors import InputError
+    from runner.report.html import render_report
+
+    try:
+        path = render_report(args.run_dir)
+    except InputError as exc:
+        print(f"hofcat report: error: {exc}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0

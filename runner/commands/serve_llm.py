@@ -1,0 +1,45 @@
+"""``hofcat serve-llm``: llama.cpp's OpenAI-compatible server with a local GGUF model, until SIGTERM/Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+NAME = "serve-llm"
+HELP = ("Serve a local GGUF model (default: the bundled SmolLM2-135M-Instruct) through llama.cpp's "
+        "OpenAI-compatible server on 127.0.0.1; prints the base URL, stops on SIGTERM or Ctrl-C.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """--model, --port, --slots, --ctx-size, --threads."""
+    parser.add_argument("--model", default="smollm2", metavar="smollm2|PATH.gguf",
+                        help="a known model name or a path to a .gguf file (default: smollm2)")
+    parser.add_argument("--port", type=int, default=0,
+                        help="TCP port on 127.0.0.1 (default: 0, a free port chosen by the server)")
+    parser.add_argument("--slots", type=int, default=4,
+                        help="parallel requests decoded together (default: 4)")
+    parser.add_argument("--ctx-size", type=int, default=2048, metavar="TOKENS",
+                        help="context tokens per slot, prompt plus reply (default: 2048)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads for decoding (default: all CPUs this process may use)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Serve until stopped; exit status 0 after a clean stop, 2 on a bad option or a failed start."""
+    from runner.llm import LLMError, ServerConfig, serve_until_stopped
+
+    config = ServerConfig(model=args.model, port=args.port, slots=args.slots, ctx_per_slot=args.ctx_size,
+                          threads=args.threads)
+
+    def announce(url: str) -> None:
+        print(f"{url}/v1", flush=True)
+        print(f"serving {args.model} with {args.slots} slots; stop with Ctrl-C or SIGTERM", file=sys.stderr,
+              flush=True)
+
+    try:
+        serve_until_stopped(config, announce)
+    except LLMError as exc:
+        print(f"hofcat serve-llm: {exc}", file=sys.stderr)
+        return 2
+    print("stopped", file=sys.stderr)
+    return 0

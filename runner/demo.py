@@ -1,0 +1,121 @@
+"""The main job: a small real sweep on a built-in endpoint, then analysis and report, in one call.
+
+``run_demo`` starts the endpoint (llama.cpp's server with SmolLM2, or the simulator), writes the sweep spec it
+uses beside the run directory, runs the sweep, analyses and reports it, and stops the endpoint — also on
+Ctrl-C or failure. The spec is an ordinary file: rerun it, edit it, or point it at another endpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from runner.analyze.run import AnalysisOptions, analyze_run
+from runner.report.html import render_report
+from runner.spec import parse_spec
+from runner.sweep import run_sweep
+
+ENDPOINTS = ("llm", "sim")
+PERSONAS = ("United States", "China", "Saudi Arabia", "Slovakia")
+
+# Item mode with the few-shot format: the 135M model answers with a bare digit far more often when shown one
+# worked example (issue 7's measurement); temperature > 0 so that seeds are independent respondents.
+_SPEC = """\
+[run]
+name = "demo-{endpoint}"
+seed = {seed}
+reference = "hofstede-2015"
+
+[[endpoints]]
+name = "{endpoint}"
+provider = "openai"
+base_url = "{base_url}"
+model = "{model}"
+max_concurrency = {concurrency}
+timeout_s = 120
+max_retries = 4
+
+[design]
+mode = "item"
+languages = ["en"]
+personas = [{personas}]
+shuffle_options = false
+reply_format = "{reply_format}"
+seeds = [{seeds}]
+temperature = [{temperature}]
+top_p = [1.0]
+max_tokens = {max_tokens}
+"""
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """What the demo asks and of whom; the defaults are the README's main command."""
+
+    endpoint: str = "llm"  # "llm" (SmolLM2 behind llama.cpp's server) or "sim" (the simulated endpoint)
+    model: str = "smollm2"  # for "llm": "smollm2" or a path to any GGUF file
+    seeds: int = 3  # sampling seeds 1..seeds: the bootstrap units
+    slots: int = 4  # llama.cpp parallel slots
+    seed: int = 1  # master seed of the sweep and of every resampling in the analysis
+    temperature: float = 0.7
+    reply_format: str = "fewshot"
+    max_tokens: int = 16
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """Where the demo wrote, and its headline numbers."""
+
+    run_dir: Path
+    report: Path
+    parse_rate: float  # share of answers with status ok
+    kendall: pl.DataFrame  # dimension, tau, ci_low, ci_high (one condition)
+
+
+def run_demo(out: str | Path, options: DemoOptions = DemoOptions()) -> DemoResult:
+    """Run, analyse and report the demo sweep into ``out``/run; returns its paths and headline numbers."""
+    if options.endpoint not in ENDPOINTS:
+        raise ValueError(f"endpoint: {options.endpoint!r} is not one of {', '.join(ENDPOINTS)}")
+    if options.seeds < 2:
+        raise ValueError(f"seeds: {options.seeds} must be at least 2 (bootstrap intervals resample seeds)")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    run_dir = out / "run"
+    with _endpoint(options) as (base_url, model, concurrency):
+        spec_path = out / "spec.toml"
+        spec_path.write_text(_SPEC.format(
+            endpoint=options.endpoint, seed=options.seed, base_url=base_url, model=model, concurrency=concurrency,
+            personas=", ".join(f'"{p}"' for p in PERSONAS), reply_format=options.reply_format,
+            seeds=", ".join(str(s) for s in range(1, options.seeds + 1)), temperature=options.temperature,
+            max_tokens=options.max_tokens,
+        ))
+        result = run_sweep(parse_spec(spec_path.read_text(), source=str(spec_path)), run_dir)
+        if result.interrupted:
+            raise KeyboardInterrupt
+    analysis = analyze_run(run_dir, AnalysisOptions(seed=options.seed))
+    report = render_report(run_dir)
+    rates = pl.read_parquet(analysis / "status_rates.parquet")
+    ok = rates.filter(pl.col("status") == "ok")["count"].sum()
+    kendall = pl.read_parquet(analysis / "kendall.parquet").select("dimension", "tau", "ci_low", "ci_high")
+    return DemoResult(run_dir, report, ok / max(int(rates["count"].sum()), 1), kendall)
+
+
+@contextlib.contextmanager
+def _endpoint(options: DemoOptions) -> Iterator[tuple[str, str, int]]:
+    """Start the chosen endpoint; yields (base_url, model name, client concurrency) and stops it on exit."""
+    if options.endpoint == "sim":
+        from runner.sim.config import SimConfig
+        from runner.sim.server import SimServerThread
+
+        with SimServerThread(SimConfig(seed=options.seed)) as sim:
+            yield sim.base_url, SimConfig.model, 16
+        return
+    from runner.llm import LocalLLM
+
+    with LocalLLM(options.model, slots=options.slots) as llm:
+        # Two requests per slot keep every slot busy while the next request is being prepared.
+        yield llm.base_url, llm.model_name, 2 * options.slots

@@ -1,0 +1,1 @@
+"""The HTML report of an analysed run: matplotlib figures (PNG) and the papers' tables, self-contained."""

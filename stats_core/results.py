@@ -1,0 +1,69 @@
+"""Frozen result objects with scipy-style field names (``statistic``, ``pvalue``, ``confidence_interval``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+
+class ConfidenceInterval(NamedTuple):
+    """Lower and upper confidence limits, as in ``scipy.stats.bootstrap``; arrays shaped like the statistic."""
+
+    low: float | np.ndarray
+    high: float | np.ndarray
+
+
+@dataclass(frozen=True)
+class PermutationTestResult:
+    """PERMANOVA or PERMDISP outcome: pseudo-F, its permutation p-value and the design it was computed on.
+
+    ``pvalue`` is (k + 1) / (permutations + 1), k = permutations whose F ≥ the observed F; NaN when
+    ``permutations`` is 0. ``seed`` is the integer that reproduces the permutations.
+    """
+
+    method: str
+    statistic: float
+    pvalue: float
+    permutations: int
+    n: int
+    groups: tuple
+    group_sizes: tuple[int, ...]
+    seed: int
+    distances_to_centroid: np.ndarray | None = None
+
+    @property
+    def test_statistic_name(self) -> str:
+        """Always 'pseudo-F' (the name skbio uses)."""
+        return "pseudo-F"
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """Bootstrap confidence intervals of Kendall's tau-b, shaped (groups?, dimensions) like the statistic.
+
+    Mirrors ``scipy.stats.BootstrapResult``; ``undefined`` counts resamples whose tau was NaN (a constant
+    side), which are left out of the interval and the standard error.
+    """
+
+    statistic: np.ndarray
+    confidence_interval: ConfidenceInterval
+    standard_error: np.ndarray
+    bootstrap_distribution: np.ndarray | None
+    undefined: np.ndarray
+    n_resamples: int
+    confidence_level: float
+    method: str
+    seed: int
+
+
+@dataclass(frozen=True)
+class DisparityResult:
+    """Model Cultural Disparity (MCD = D_model / D_human) with its parts: per-dimension σ and their means D."""
+
+    statistic: float
+    model_disparity: float
+    human_disparity: float
+    model_sigma: np.ndarray
+    human_sigma: np.ndarray

@@ -1,0 +1,417 @@
+//! PERMANOVA's within-group sum of squares SS_W = Σ_g (1/n_g) Σ_{i<j ∈ g} d²_ij for blocks of permutations.
+//!
+//! Design (chosen by measurement against a GEMM form): every distance is loaded once per tile and applied
+//! to all permutations of the block. Permutations are grouped LANES at a time with their labels stored
+//! object-major as bytes, so one pair (i, j) updates LANES accumulators with a vector compare-and-add.
+//! Tasks are blocks of ROWS rows, swept in column tiles of COLS objects so that the distance tile and
+//! the labels it needs stay in L1/L2 while every permutation chunk passes over them. Each task writes
+//! its own partial sums, reduced in a fixed order: results do not depend on thread scheduling.
+use crate::matrix::Distances;
+use rayon::prelude::*;
+
+pub const LANES: usize = 32;
+const ROWS: usize = 32;
+const COLS: usize = 512;
+
+/// A compact group label (u8 when there are at most 256 groups, else u32).
+pub trait Label: Copy + PartialEq + Send + Sync + Default {
+    fn from_code(code: i32) -> Self;
+    fn index(self) -> usize;
+}
+impl Label for u8 {
+    #[inline(always)]
+    fn from_code(code: i32) -> Self {
+        code as u8
+    }
+    #[inline(always)]
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+impl Label for u32 {
+    #[inline(always)]
+    fn from_code(code: i32) -> Self {
+        code as u32
+    }
+    #[inline(always)]
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Labels regrouped as [chunk][object][lane]; lanes past the last permutation repeat permutation 0.
+fn pack<T: Label>(labels: &[i32], perms: usize, n: usize) -> Vec<T> {
+    let chunks = perms.div_ceil(LANES);
+    let mut out = vec![T::default(); chunks * n * LANES];
+    for c in 0..chunks {
+        for q in 0..LANES {
+            let p = if c * LANES + q < perms { c * LANES + q } else { 0 };
+            let src = &labels[p * n..(p + 1) * n];
+            for (j, &code) in src.iter().enumerate() {
+                out[(c * n + j) * LANES + q] = T::from_code(code);
+            }
+        }
+    }
+    out
+}
+
+/// Σ_j d²_ij over the columns of one tile whose label equals row i's, lane by lane, in column order
+/// (the AVX2 version below performs exactly these additions, so both give identical bits).
+#[inline(always)]
+fn row_tile<T: Label>(row: &[f64], labels: &[T], own: &[T; LANES]) -> [f64; LANES] {
+    let mut acc = [0.0f64; LANES];
+    for (d, lj) in row.iter().zip(labels.chunks_exact(LANES)) {
+        let d2 = d * d;
+        for q in 0..LANES {
+            acc[q] += if lj[q] == own[q] { d2 } else { 0.0 };
+        }
+    }
+    acc
+}
+
+/// `row_tile` in f32 for screening (see `count_at_most`): the same select-and-add per lane, in f32, over
+/// segments of SEGMENT columns whose sums are then added in f64 — which bounds the relative error.
+#[inline(always)]
+fn row_tile_f32<T: Label>(row: &[f64], labels: &[T], own: &[T; LANES]) -> [f64; LANES] {
+    let mut total = [0.0f64; LANES];
+    for (seg, lseg) in row.chunks(SEGMENT).zip(labels.chunks(SEGMENT * LANES)) {
+        let mut acc = [0.0f32; LANES];
+        for (d, lj) in seg.iter().zip(lseg.chunks_exact(LANES)) {
+            let d2 = (d * d) as f32;
+            for q in 0..LANES {
+                acc[q] += if lj[q] == own[q] { d2 } else { 0.0 };
+            }
+        }
+        for q in 0..LANES {
+            total[q] += f64::from(acc[q]);
+        }
+    }
+    total
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::LANES;
+    use std::arch::x86_64::*;
+
+    /// `row_tile` for byte labels: one 32-byte compare covers all 32 permutations of the chunk. Viewed as
+    /// four 64-bit lanes, byte 7 of lane k holds the result for permutation 8k + 7; `blendv` selects on
+    /// exactly that (sign) bit, and shifting each lane left by 8 bits brings permutation 8k + 6 there, and
+    /// so on — 8 blends and 7 shifts per pair instead of widening every mask byte.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn row_tile_u8(row: &[f64], labels: &[u8], own: &[u8; LANES]) -> [f64; LANES] {
+        assert!(labels.len() >= row.len() * LANES);
+        let ov = _mm256_loadu_si256(own.as_ptr() as *const __m256i);
+        let lp = labels.as_ptr();
+        let zero = _mm256_setzero_pd();
+        let mut acc = [zero; 8];
+        for (j, &d) in row.iter().enumerate() {
+            let d2 = _mm256_set1_pd(d * d);
+            let mut m = _mm256_cmpeq_epi8(_mm256_loadu_si256(lp.add(j * LANES) as *const __m256i), ov);
+            for (s, a) in acc.iter_mut().enumerate() {
+                if s > 0 {
+                    m = _mm256_slli_epi64::<8>(m);
+                }
+                *a = _mm256_add_pd(*a, _mm256_blendv_pd(zero, d2, _mm256_castsi256_pd(m)));
+            }
+        }
+        // acc[s] lane k holds permutation 8k + 7 − s
+        let mut out = [0.0f64; LANES];
+        for (s, a) in acc.iter().enumerate() {
+            let mut lanes = [0.0f64; 4];
+            _mm256_storeu_pd(lanes.as_mut_ptr(), *a);
+            for (k, v) in lanes.iter().enumerate() {
+                out[8 * k + 7 - s] = *v;
+            }
+        }
+        out
+    }
+
+    /// `row_tile_f32` with AVX2: as `row_tile_u8`, on eight f32 lanes per register (4 blends per pair),
+    /// flushing the f32 sums into f64 every SEGMENT columns exactly as the portable version does.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn row_tile_u8_f32(row: &[f64], labels: &[u8], own: &[u8; LANES]) -> [f64; LANES] {
+        assert!(labels.len() >= row.len() * LANES);
+        let ov = _mm256_loadu_si256(own.as_ptr() as *const __m256i);
+        let lp = labels.as_ptr();
+        let zero = _mm256_setzero_ps();
+        let mut total = [0.0f64; LANES];
+        let mut start = 0;
+        while start < row.len() {
+            let end = (start + super::SEGMENT).min(row.len());
+            let mut acc = [zero; 4];
+            for j in start..end {
+                let d = row[j];
+                let d2 = _mm256_set1_ps((d * d) as f32);
+                let mut m = _mm256_cmpeq_epi8(_mm256_loadu_si256(lp.add(j * LANES) as *const __m256i), ov);
+                for (s, a) in acc.iter_mut().enumerate() {
+                    if s > 0 {
+                        m = _mm256_slli_epi32::<8>(m);
+                    }
+                    *a = _mm256_add_ps(*a, _mm256_blendv_ps(zero, d2, _mm256_castsi256_ps(m)));
+                }
+            }
+            // acc[s] lane k holds permutation 4k + 3 − s
+            for (s, a) in acc.iter().enumerate() {
+                let mut lanes = [0.0f32; 8];
+                _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
+                for (k, v) in lanes.iter().enumerate() {
+                    total[4 * k + 3 - s] += f64::from(*v);
+                }
+            }
+            start = end;
+        }
+        total
+    }
+
+    /// `super::task` for byte labels with the AVX2 tile (f64, or f32 when `screen`).
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn task_u8(
+        d: crate::matrix::Distances<'_>,
+        packed: &[u8],
+        inv: &[f64],
+        r0: usize,
+        r1: usize,
+        out: &mut [f64],
+        screen: bool,
+    ) {
+        if screen {
+            super::task(d, packed, inv, r0, r1, out, |r, l, o| unsafe { row_tile_u8_f32(r, l, o) })
+        } else {
+            super::task(d, packed, inv, r0, r1, out, |r, l, o| unsafe { row_tile_u8(r, l, o) })
+        }
+    }
+}
+
+/// One task: rows [r0, r1) against every later column, all permutation chunks; adds into `out` (perms·).
+#[inline(always)]
+fn task<T: Label, F: Fn(&[f64], &[T], &[T; LANES]) -> [f64; LANES]>(
+    d: Distances<'_>,
+    packed: &[T],
+    inv: &[f64],
+    r0: usize,
+    r1: usize,
+    out: &mut [f64],
+    tile: F,
+) {
+    let n = d.n;
+    let chunks = out.len() / LANES;
+    let mut c0 = r0 + 1;
+    while c0 < n {
+        let c1 = (c0 + COLS).min(n);
+        for c in 0..chunks {
+            let labels = &packed[c * n * LANES..(c + 1) * n * LANES];
+            for i in r0..r1.min(c1 - 1) {
+                let j0 = c0.max(i + 1);
+                let row = &d.row(i)[j0 - i - 1..c1 - i - 1];
+                let mut own = [T::default(); LANES];
+                own.copy_from_slice(&labels[i * LANES..(i + 1) * LANES]);
+                let acc = tile(row, &labels[j0 * LANES..c1 * LANES], &own);
+                let slot = &mut out[c * LANES..(c + 1) * LANES];
+                for q in 0..LANES {
+                    slot[q] += acc[q] * inv[own[q].index()];
+                }
+            }
+        }
+        c0 = c1;
+    }
+}
+
+fn task_u8(d: Distances<'_>, packed: &[u8], inv: &[f64], r0: usize, r1: usize, out: &mut [f64], screen: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { avx2::task_u8(d, packed, inv, r0, r1, out, screen) };
+    }
+    if screen {
+        task(d, packed, inv, r0, r1, out, row_tile_f32::<u8>)
+    } else {
+        task(d, packed, inv, r0, r1, out, row_tile::<u8>)
+    }
+}
+
+fn task_u32(d: Distances<'_>, packed: &[u32], inv: &[f64], r0: usize, r1: usize, out: &mut [f64]) {
+    task(d, packed, inv, r0, r1, out, row_tile::<u32>)
+}
+
+/// SS_W for each of `perms` label rows (`labels` is perms × n row-major codes 0..g−1; `inv` = 1/n_g).
+pub fn within_sums(d: Distances<'_>, labels: &[i32], perms: usize, inv: &[f64]) -> Vec<f64> {
+    sums(d, labels, perms, inv, false)
+}
+
+/// Columns summed in f32 before the partial sum moves to f64.
+const SEGMENT: usize = 64;
+
+/// Relative error bound of a screened SS_W: each f32 partial sums at most SEGMENT non-negative terms, so
+/// it is within γ₆₃ = 63·2⁻²⁴/(1 − 63·2⁻²⁴) ≈ 3.8e-6 of its exact value, plus 2⁻²⁴ for rounding d² to
+/// f32; the f64 sums of partials add ~1e-16 each. 1e-5 leaves a factor 2.5 spare. (The spread of SS_W
+/// over permutations is ~1e-4 relative at n = 5000, so the margin must be this tight for few rechecks.)
+const SCREEN_MARGIN: f64 = 1e-5;
+
+/// Number of label rows whose SS_W is ≤ `bound`, exactly as `within_sums` would decide it.
+///
+/// All rows are first computed in f32 (twice the lanes per instruction); only rows whose screened value
+/// falls within SCREEN_MARGIN of `bound` — where the f32 error could flip the decision — are recomputed
+/// in f64. The count is therefore the f64 count.
+pub fn count_at_most(d: Distances<'_>, labels: &[i32], perms: usize, inv: &[f64], bound: f64) -> usize {
+    let n = d.n;
+    let screened = sums(d, labels, perms, inv, inv.len() <= 256);
+    let mut count = 0;
+    let mut unsure = Vec::new();
+    for (p, &s) in screened.iter().enumerate() {
+        if s < bound * (1.0 - SCREEN_MARGIN) {
+            count += 1;
+        } else if s <= bound * (1.0 + SCREEN_MARGIN) {
+            unsure.extend_from_slice(&labels[p * n..(p + 1) * n]);
+        }
+    }
+    if !unsure.is_empty() {
+        count += within_sums(d, &unsure, unsure.len() / n, inv).iter().filter(|&&s| s <= bound).count();
+    }
+    count
+}
+
+fn sums(d: Distances<'_>, labels: &[i32], perms: usize, inv: &[f64], screen: bool) -> Vec<f64> {
+    let n = d.n;
+    if perms == 0 || n < 2 {
+        return vec![0.0; perms];
+    }
+    let width = perms.div_ceil(LANES) * LANES;
+    let tasks: Vec<(usize, usize)> = (0..n - 1).step_by(ROWS).map(|r| (r, (r + ROWS).min(n - 1))).collect();
+    let mut partials = vec![0.0f64; tasks.len() * width];
+    if inv.len() <= 256 {
+        let packed = pack::<u8>(labels, perms, n);
+        partials.par_chunks_mut(width).zip(tasks.par_iter()).for_each(|(out, &(r0, r1))| task_u8(d, &packed, inv, r0, r1, out, screen));
+    } else {
+        let packed = pack::<u32>(labels, perms, n);
+        partials.par_chunks_mut(width).zip(tasks.par_iter()).for_each(|(out, &(r0, r1))| task_u32(d, &packed, inv, r0, r1, out));
+    }
+    let mut total = vec![0.0f64; width];
+    for part in partials.chunks_exact(width) {
+        for (t, p) in total.iter_mut().zip(part) {
+            *t += p;
+        }
+    }
+    total.truncate(perms);
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(d: &Distances<'_>, labels: &[i32], inv: &[f64]) -> f64 {
+        let mut s = 0.0;
+        for i in 0..d.n - 1 {
+            for (k, v) in d.row(i).iter().enumerate() {
+                let j = i + 1 + k;
+                if labels[i] == labels[j] {
+                    s += v * v * inv[labels[i] as usize];
+                }
+            }
+        }
+        s
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_tile_is_bitwise_equal_to_portable_tile() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        for len in [0usize, 1, 2, 7, 64] {
+            let row: Vec<f64> = (0..len).map(|k| (k as f64 * 0.731).sin().abs() * 3.0).collect();
+            let labels: Vec<u8> = (0..len * LANES).map(|k| ((k * 7919) % 5) as u8).collect();
+            let own: [u8; LANES] = std::array::from_fn(|q| (q % 5) as u8);
+            let portable = row_tile(&row, &labels, &own);
+            // SAFETY: AVX2 checked above.
+            let simd = unsafe { avx2::row_tile_u8(&row, &labels, &own) };
+            assert_eq!(portable.map(f64::to_bits), simd.map(f64::to_bits));
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_f32_tile_is_bitwise_equal_to_portable_f32_tile() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        for len in [0usize, 1, 5, 64] {
+            let row: Vec<f64> = (0..len).map(|k| (k as f64 * 0.731).sin().abs() * 3.0).collect();
+            let labels: Vec<u8> = (0..len * LANES).map(|k| ((k * 7919) % 5) as u8).collect();
+            let own: [u8; LANES] = std::array::from_fn(|q| (q % 5) as u8);
+            // SAFETY: AVX2 checked above.
+            let simd = unsafe { avx2::row_tile_u8_f32(&row, &labels, &own) };
+            assert_eq!(row_tile_f32(&row, &labels, &own).map(f64::to_bits), simd.map(f64::to_bits));
+        }
+    }
+
+    #[test]
+    fn screened_count_equals_exact_count_even_at_the_bound() {
+        let n = 300;
+        let cond: Vec<f64> = (0..n * (n - 1) / 2).map(|k| ((k * 2654435761usize) % 1000) as f64 / 100.0).collect();
+        let d = Distances::new(&cond, n, false).unwrap();
+        let perms = 70;
+        let mut labels: Vec<i32> = (0..perms * n).map(|k| ((k % n) % 3) as i32).collect();
+        let mut state = 99u64;
+        for p in 1..perms {
+            for j in (1..n).rev() {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                labels.swap(p * n + j, p * n + (state >> 33) as usize % (j + 1));
+            }
+        }
+        let inv = [1.0 / 100.0; 3];
+        let exact = within_sums(d, &labels, perms, &inv);
+        let mut sorted = exact.clone();
+        sorted.sort_by(f64::total_cmp);
+        // bounds exactly at, just below and just above several exact values exercise the recheck
+        for &b in &[sorted[0], sorted[10], sorted[35] * (1.0 + 1e-12), sorted[35] * (1.0 - 1e-12), sorted[69], 0.0] {
+            let want = exact.iter().filter(|&&s| s <= b).count();
+            assert_eq!(count_at_most(d, &labels, perms, &inv, b), want, "bound {b}");
+        }
+    }
+
+    #[test]
+    fn hand_worked_two_groups() {
+        // 4 points on a line at 0, 1, 3, 6; groups {0,1} and {2,3}: SS_W = (1² + 3²)/2 = 5.
+        let coords = [0.0f64, 1.0, 3.0, 6.0];
+        let mut cond = vec![];
+        for i in 0..4 {
+            for j in i + 1..4 {
+                cond.push((coords[i] - coords[j]).abs());
+            }
+        }
+        let d = Distances::new(&cond, 4, false).unwrap();
+        assert_eq!(within_sums(d, &[0, 0, 1, 1], 1, &[0.5, 0.5]), vec![5.0]);
+    }
+
+    #[test]
+    fn matches_naive_for_many_permutations_and_sizes() {
+        let mut state = 12345u64;
+        let mut next = || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) as f64 / (1u64 << 31) as f64
+        };
+        for &(n, perms, g) in &[(2usize, 1usize, 2usize), (7, 3, 3), (40, 37, 4), (700, 20, 300)] {
+            let cond: Vec<f64> = (0..n * (n - 1) / 2).map(|_| next()).collect();
+            let d = Distances::new(&cond, n, false).unwrap();
+            let mut labels: Vec<i32> = (0..perms * n).map(|k| ((k % n) % g) as i32).collect();
+            for p in 0..perms {
+                for j in (1..n).rev() {
+                    let k = (next() * (j + 1) as f64) as usize;
+                    labels.swap(p * n + j, p * n + k.min(j));
+                }
+            }
+            let mut sizes = vec![0.0; g];
+            for &c in &labels[..n] {
+                sizes[c as usize] += 1.0;
+            }
+            let inv: Vec<f64> = sizes.iter().map(|s: &f64| 1.0 / s).collect();
+            let got = within_sums(d, &labels, perms, &inv);
+            for p in 0..perms {
+                let want = naive(&d, &labels[p * n..(p + 1) * n], &inv);
+                assert!((got[p] - want).abs() <= 1e-9 * want.abs(), "n={n} p={p}: {} vs {want}", got[p]);
+            }
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! PyO3 shims for the kernels other than Kendall's: convert arguments, check codes, release the GIL.
+use crate::matrix::Distances;
+use crate::{bootstrap, cluster, pdist, permanova, permdisp, permute};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+fn err(message: impl Into<String>) -> PyErr {
+    PyValueError::new_err(message.into())
+}
+
+fn contiguous<'a, T: numpy::Element, D: numpy::ndarray::Dimension>(name: &str, a: &'a numpy::PyReadonlyArray<'_, T, D>) -> PyResult<&'a [T]> {
+    a.as_slice().map_err(|_| err(format!("{name}: must be C-contiguous")))
+}
+
+fn distances<'a>(a: &'a PyReadonlyArrayDyn<'_, f64>) -> PyResult<Distances<'a>> {
+    Distances::from_flat(contiguous("distances", a)?, a.shape()).map_err(err)
+}
+
+fn codes_below(name: &str, codes: &[i32], g: usize) -> PyResult<()> {
+    match codes.iter().find(|&&c| c < 0 || c as usize >= g) {
+        Some(c) => Err(err(format!("{name}: code {c} outside 0..{g}"))),
+        None => Ok(()),
+    }
+}
+
+#[pyfunction(name = "pdist")]
+fn pdist_py<'py>(py: Python<'py>, x: PyReadonlyArray2<'py, f64>, metric: &str) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let metric = pdist::Metric::parse(metric).map_err(err)?;
+    let (n, k) = (x.shape()[0], x.shape()[1]);
+    let data = contiguous("x", &x)?;
+    Ok(py.detach(|| pdist::pdist(data, n, k, metric)).into_pyarray(py))
+}
+
+#[pyfunction(name = "permanova_within")]
+fn permanova_within_py<'py>(
+    py: Python<'py>,
+    distances: PyReadonlyArrayDyn<'py, f64>,
+    labels: PyReadonlyArray2<'py, i32>,
+    inverse_sizes: PyReadonlyArray1<'py, f64>,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let d = self::distances(&distances)?;
+    let (perms, n) = (labels.shape()[0], labels.shape()[1]);
+    if n != d.n {
+        return Err(err(format!("labels: {n} columns but the distances have n = {}", d.n)));
+    }
+    let lab = contiguous("labels", &labels)?;
+    let inv = contiguous("inverse_sizes", &inverse_sizes)?;
+    codes_below("labels", lab, inv.len())?;
+    Ok(py.detach(|| permanova::within_sums(d, lab, perms, inv)).into_pyarray(py))
+}
+
+#[pyfunction(name = "permanova_at_most")]
+fn permanova_at_most_py<'py>(
+    py: Python<'py>,
+    distances: PyReadonlyArrayDyn<'py, f64>,
+    labels: PyReadonlyArray2<'py, i32>,
+    inverse_sizes: PyReadonlyArray1<'py, f64>,
+    bound: f64,
+) -> PyResult<usize> {
+    let d = self::distances(&distances)?;
+    let (perms, n) = (labels.shape()[0], labels.shape()[1]);
+    if n != d.n {
+        return Err(err(format!("labels: {n} columns but the distances have n = {}", d.n)));
+    }
+    let lab = contiguous("labels", &labels)?;
+    let inv = contiguous("inverse_sizes", &inverse_sizes)?;
+    codes_below("labels", lab, inv.len())?;
+    Ok(py.detach(|| permanova::count_at_most(d, lab, perms, inv, bound)))
+}
+
+#[pyfunction(name = "permutations")]
+fn permutations_py<'py>(
+    py: Python<'py>,
+    codes: PyReadonlyArray1<'py, i32>,
+    key: u64,
+    first: u64,
+    count: usize,
+) -> PyResult<Bound<'py, PyArray2<i32>>> {
+    let c = contiguous("codes", &codes)?;
+    let n = c.len();
+    let out = py.detach(|| permute::permutations(c, key, first, count));
+    out.into_pyarray(py).reshape([count, n])
+}
+
+#[pyfunction(name = "group_row_sums")]
+fn group_row_sums_py<'py>(
+    py: Python<'py>,
+    distances: PyReadonlyArrayDyn<'py, f64>,
+    codes: PyReadonlyArray1<'py, i32>,
+    n_groups: usize,
+    squared: bool,
+) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let d = self::distances(&distances)?;
+    let c = contiguous("codes", &codes)?;
+    if c.len() != d.n {
+        return Err(err(format!("codes: {} labels but the distances have n = {}", c.len(), d.n)));
+    }
+    codes_below("codes", c, n_groups)?;
+    let c: Vec<u32> = c.iter().map(|&v| v as u32).collect();
+    let out = py.detach(|| cluster::group_row_sums(d, &c, n_groups, squared));
+    out.into_pyarray(py).reshape([d.n, n_groups])
+}
+
+#[pyfunction(name = "group_f")]
+fn group_f_py<'py>(
+    py: Python<'py>,
+    values: PyReadonlyArray1<'py, f64>,
+    labels: PyReadonlyArray2<'py, i32>,
+    inverse_sizes: PyReadonlyArray1<'py, f64>,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let v = contiguous("values", &values)?;
+    let (perms, n) = (labels.shape()[0], labels.shape()[1]);
+    if n != v.len() {
+        return Err(err(format!("labels: {n} columns but {} values", v.len())));
+    }
+    let lab = contiguous("labels", &labels)?;
+    let inv = contiguous("inverse_sizes", &inverse_sizes)?;
+    codes_below("labels", lab, inv.len())?;
+    if inv.len() < 2 || n <= inv.len() {
+        return Err(err("inverse_sizes: need 2 <= groups < n"));
+    }
+    Ok(py.detach(|| permdisp::group_f(v, lab, perms, inv)).into_pyarray(py))
+}
+
+#[pyfunction(name = "bootstrap_kendall")]
+fn bootstrap_kendall_py<'py>(
+    py: Python<'py>,
+    samples: PyReadonlyArrayDyn<'py, f64>,
+    reference: PyReadonlyArray3<'py, f64>,
+    indices: PyReadonlyArray3<'py, i32>,
+) -> PyResult<Bound<'py, PyArray3<f64>>> {
+    let shape: [usize; 4] = samples.shape().try_into().map_err(|_| err("samples: expected 4 dimensions (G, C, D, U)"))?;
+    let [groups, countries, dims, units] = shape;
+    if reference.shape() != [groups, countries, dims] {
+        return Err(err(format!("reference: expected shape ({groups}, {countries}, {dims})")));
+    }
+    let (ic, b, k) = (indices.shape()[0], indices.shape()[1], indices.shape()[2]);
+    if ic != countries || k == 0 {
+        return Err(err(format!("indices: expected shape ({countries}, B, K >= 1)")));
+    }
+    let idx = contiguous("indices", &indices)?;
+    codes_below("indices", idx, units)?;
+    let (s, r) = (contiguous("samples", &samples)?, contiguous("reference", &reference)?);
+    let out = py.detach(|| bootstrap::bootstrap_kendall(s, shape, r, idx, b, k));
+    out.into_pyarray(py).reshape([b, groups, dims])
+}
+
+#[pyfunction(name = "cluster_spread")]
+fn cluster_spread_py<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'py, f64>,
+    codes: PyReadonlyArray1<'py, i32>,
+    n_groups: usize,
+) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>)> {
+    let (n, k) = (x.shape()[0], x.shape()[1]);
+    let c = contiguous("codes", &codes)?;
+    if c.len() != n {
+        return Err(err(format!("codes: {} labels for {n} rows", c.len())));
+    }
+    codes_below("codes", c, n_groups)?;
+    let c: Vec<u32> = c.iter().map(|&v| v as u32).collect();
+    let data = contiguous("x", &x)?;
+    let (centroids, spread) = py.detach(|| cluster::cluster_spread(data, n, k, &c, n_groups));
+    Ok((centroids.into_pyarray(py).reshape([n_groups, k])?, spread.into_pyarray(py)))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(pdist_py, m)?)?;
+    m.add_function(wrap_pyfunction!(permanova_within_py, m)?)?;
+    m.add_function(wrap_pyfunction!(permanova_at_most_py, m)?)?;
+    m.add_function(wrap_pyfunction!(permutations_py, m)?)?;
+    m.add_function(wrap_pyfunction!(group_row_sums_py, m)?)?;
+    m.add_function(wrap_pyfunction!(group_f_py, m)?)?;
+    m.add_function(wrap_pyfunction!(bootstrap_kendall_py, m)?)?;
+    m.add_function(wrap_pyfunction!(cluster_spread_py, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,81 @@
+"""``hofcat analyze`` + ``hofcat report`` on a small run: outputs written, HTML self-contained, Chromium renders it."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import numpy as np
+import polars as pl
+import pytest
+from conftest import require_program
+from test_analysis_core import make_answers
+
+from runner.cli import main
+
+
+@pytest.fixture(scope="module")
+def analysed_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("run")
+    frame = make_answers(1, countries=("U.S.A.", "China", "Japan", "Germany"), temps=(0.0, 1.0), refusal=0.05)
+    frame = pl.concat([frame.with_columns(top_p=pl.lit(p)) for p in (0.5, 1.0)])
+    parts = run / "answers"
+    parts.mkdir()
+    frame.head(2000).write_parquet(parts / "part-0.parquet")  # a folder of parts, as the store writes
+    frame.slice(2000).write_parquet(parts / "part-1.parquet")
+    assert main(["analyze", str(run), "--resamples", "100", "--permutations", "49", "--seed", "3"]) == 0
+    return run, frame
+
+
+def test_analyze_writes_tables_and_provenance(analysed_run):
+    run, frame = analysed_run
+    out = run / "analysis"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["reference"]["name"] == "hofstede-2015" and summary["undefined_tau"] == "nan"
+    assert summary["bootstrap"] == {"n_resamples": 100, "confidence_level": 0.95, "method": "percentile",
+                                    "unit": ["seed"], "seed": 3}
+    assert summary["design"]["factors"] == ["model", "temperature", "top_p"]
+    assert summary["answers"] == frame.height and summary["conditions"] == 8
+    cat = pl.read_parquet(out / "cat.parquet")
+    assert cat.height == 8 and cat["cat_score"].is_between(-1, 1).all()
+    assert (cat["ci_low"] <= cat["cat_score"]).all() and (cat["cat_score"] <= cat["ci_high"]).all()
+    kendall = pl.read_parquet(out / "kendall.parquet")
+    assert kendall.height == 8 * 6
+    questions = pl.read_parquet(out / "questions.parquet")
+    assert questions.height == 8 * 4 * 24
+    assert int(questions["status_ok"].sum() + questions["status_refusal"].sum()) == frame.height
+
+
+def test_analyze_bad_run_dir(tmp_path, capsys):
+    assert main(["analyze", str(tmp_path)]) == 2
+    assert "no parsed-answers dataset" in capsys.readouterr().err
+    assert main(["report", str(tmp_path)]) == 2
+    assert "run `hofcat analyze" in capsys.readouterr().err
+
+
+def test_report_is_self_contained_and_renders_in_chromium(analysed_run, tmp_path):
+    run, _ = analysed_run
+    assert main(["report", str(run)]) == 0
+    page = (run / "report" / "index.html").read_text()
+    for name in ("kendall", "scores", "grid", "tsne", "ssh", "status"):
+        assert f'id="fig-{name}"' in page and (run / "report" / f"{name}.png").is_file()
+    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', page)) == 6
+    assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing fetched from outside
+    assert "Kendall tau-b and CAT score" in page and "hofstede-2015" in page
+
+    chromium = require_program("chromium")
+    shot = tmp_path / "shot.png"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    f"--screenshot={shot}", "--window-size=1280,2400", (run / "report" / "index.html").as_uri()],
+                   check=True, capture_output=True, timeout=120)
+    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                          (run / "report" / "index.html").as_uri()],
+                         check=True, capture_output=True, timeout=120, text=True).stdout
+    assert dom.count("<img") == page.count("<img")
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(shot)[..., :3]
+    coloured = (pixels.max(axis=2) - pixels.min(axis=2)) > 0.3  # saturated pixels: bars, markers, heatmaps
+    assert coloured.mean() > 0.01, "the screenshot shows no figures"
+    assert np.unique((pixels[coloured] * 8).astype(int), axis=0).shape[0] >= 4  # several distinct colours

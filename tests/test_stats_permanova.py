@@ -1,0 +1,158 @@
+"""PERMANOVA: a hand-worked F, scikit-bio on random designs, backend parity, invariances, memory, errors."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+import scipy.spatial.distance as ssd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from skbio.stats.distance import DistanceMatrix
+from skbio.stats.distance import permanova as skbio_permanova
+
+import stats_core
+from stats_core.errors import InvalidInputError
+
+BACKENDS = ["native", "numba", "numpy"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hand_worked_pseudo_f(backend):
+    # Points 0, 1, 3, 6 on a line, groups {0, 1} and {3, 6}.
+    # SS_T = (1/4)(1 + 9 + 36 + 4 + 25 + 9) = 21; SS_W = (1/2)(1) + (1/2)(9) = 5; SS_A = 16;
+    # F = (16 / 1) / (5 / 2) = 6.4.
+    d = ssd.pdist(np.array([[0.0], [1.0], [3.0], [6.0]]))
+    result = stats_core.permanova(d, ["a", "a", "b", "b"], permutations=0, backend=backend)
+    assert result.statistic == pytest.approx(6.4, rel=1e-14)
+    assert np.isnan(result.pvalue)
+    assert (result.n, result.groups, result.group_sizes) == (4, ("a", "b"), (2, 2))
+
+
+@st.composite
+def designs(draw):
+    """Integer-valued points (so distances tie) in 2–5 groups of sizes 1..12, maybe unbalanced."""
+    sizes = draw(st.lists(st.integers(1, 12), min_size=2, max_size=5))
+    if sum(sizes) <= len(sizes):
+        sizes[0] += 2
+    n = sum(sizes)
+    features = draw(st.integers(1, 4))
+    x = np.array(draw(st.lists(st.integers(0, 3), min_size=n * features, max_size=n * features)), float).reshape(n, features)
+    labels = np.repeat([f"g{k}" for k in range(len(sizes))], sizes)
+    order = draw(st.permutations(range(n)))
+    return x, labels[list(order)]
+
+
+def _monte_carlo_close(ours: float, theirs: float, permutations: int) -> bool:
+    """Two permutation p-values from different generators agree within 4 binomial SEs (+ one step)."""
+    p = min(max(theirs, 1.0 / (permutations + 1)), 1 - 1.0 / (permutations + 1))
+    return abs(ours - theirs) <= 4 * np.sqrt(p * (1 - p) / permutations) + 1.0 / (permutations + 1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(design=designs(), square=st.booleans(), backend=st.sampled_from(BACKENDS), seed=st.integers(0, 2**32))
+def test_matches_skbio_statistic(design, square, backend, seed):
+    x, labels = design
+    d = ssd.pdist(x)
+    if not d.any():
+        return  # all points equal: F is 0/0 in every implementation
+    with np.errstate(all="ignore"):  # skbio divides by SS_W = 0 when every group is tight
+        expected = skbio_permanova(DistanceMatrix(ssd.squareform(d)), labels, permutations=0)
+    got = stats_core.permanova(ssd.squareform(d) if square else d, labels, permutations=19, seed=seed, backend=backend)
+    if np.isinf(expected["test statistic"]) or np.isnan(expected["test statistic"]):
+        assert np.isinf(got.statistic) or np.isnan(got.statistic)
+        return
+    assert got.statistic == pytest.approx(expected["test statistic"], rel=1e-10)
+    # On tied data other partitions reach the same F up to rounding: skbio counts them or not by the
+    # rounding, we always do (ties within 1e-9), so p-values are compared on continuous data below and
+    # against an exhaustive count in test_pvalue_matches_an_exhaustive_permutation_count.
+    assert 1 / 20 <= got.pvalue <= 1
+
+
+def test_pvalue_matches_an_exhaustive_permutation_count():
+    # 8 objects in groups of 4: all 70 distinct partitions are equally likely under random relabelling,
+    # so with many permutations the p-value approaches (number of partitions with F >= F_obs) / 70.
+    x = np.array([[0.0], [0.4], [1.1], [1.3], [2.0], [2.2], [3.5], [3.6]])
+    labels = np.array([0, 0, 1, 0, 1, 1, 0, 1])
+    d = ssd.pdist(x)
+    observed = stats_core.permanova(d, labels, 0).statistic
+    from itertools import combinations
+    exact = np.mean([stats_core.permanova(d, np.isin(np.arange(8), c).astype(int), 0).statistic >= observed - 1e-12
+                     for c in combinations(range(8), 4)])
+    got = stats_core.permanova(d, labels, 19999, seed=5).pvalue
+    assert abs(got - exact) < 4 * np.sqrt(exact * (1 - exact) / 19999) + 1e-4
+
+
+def test_same_seed_same_result_on_every_backend():
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(90, 6))
+    labels = rng.integers(0, 3, 90)
+    x[labels == 2] += 0.3
+    d = ssd.pdist(x)
+    results = [stats_core.permanova(d, labels, 499, seed=42, backend=b) for b in BACKENDS]
+    assert len({r.pvalue for r in results}) == 1
+    assert max(r.statistic for r in results) - min(r.statistic for r in results) < 1e-12 * results[0].statistic
+    assert results[0].seed == 42
+    sk = skbio_permanova(DistanceMatrix(ssd.squareform(d)), labels, permutations=499, seed=42)
+    assert results[0].statistic == pytest.approx(sk["test statistic"], rel=1e-12)
+    assert _monte_carlo_close(results[0].pvalue, sk["p-value"], 499)
+
+
+def test_unseeded_call_records_a_seed_that_reproduces_it():
+    d = ssd.pdist(np.random.default_rng(1).normal(size=(30, 3)))
+    labels = np.arange(30) % 3
+    first = stats_core.permanova(d, labels, 199)
+    again = stats_core.permanova(d, labels, 199, seed=first.seed)
+    assert (first.statistic, first.pvalue) == (again.statistic, again.pvalue)
+
+
+def test_f_is_invariant_to_relabelling_groups():
+    rng = np.random.default_rng(4)
+    d = ssd.pdist(rng.normal(size=(40, 3)))
+    labels = rng.integers(0, 4, 40)
+    renamed = np.array(["w", "x", "y", "z"])[(labels + 2) % 4]
+    a = stats_core.permanova(d, labels, 0).statistic
+    b = stats_core.permanova(d, renamed, 0).statistic
+    assert a == pytest.approx(b, rel=1e-13)
+
+
+def test_condensed_input_is_never_expanded():
+    n = 1200
+    d = ssd.pdist(np.random.default_rng(0).normal(size=(n, 4)))
+    labels = np.arange(n) % 3
+    tracemalloc.start()
+    stats_core.permanova(d, labels, permutations=50, seed=1, backend="native")
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    square_bytes = n * n * 8
+    assert peak < 0.25 * square_bytes, f"peak {peak} bytes vs square matrix {square_bytes}"
+
+
+def test_many_groups_use_the_wide_label_path():
+    # > 256 groups: the native kernel switches from byte to 32-bit labels.
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(600, 2))
+    labels = np.arange(600) % 300
+    d = ssd.pdist(x)
+    native = stats_core.permanova(d, labels, 20, seed=3, backend="native")
+    reference = stats_core.permanova(d, labels, 20, seed=3, backend="numpy")
+    assert native.statistic == pytest.approx(reference.statistic, rel=1e-12)
+    assert native.pvalue == reference.pvalue
+
+
+@pytest.mark.parametrize(
+    ("labels", "permutations", "seed", "message"),
+    [
+        ([0, 0, 0, 0], 9, 0, r"^grouping: needs at least 2 groups"),
+        ([0, 1, 2, 3], 9, 0, r"^grouping: every group has a single member"),
+        ([0, 1, 1], 9, 0, r"^grouping: expected 4 labels"),
+        ([0, 0, 1, 1], -1, 0, r"^permutations: expected an integer >= 0"),
+        ([0, 0, 1, 1], 9, -5, r"^seed: expected a non-negative integer"),
+        ([0.0, np.nan, 1.0, 1.0], 9, 0, r"^grouping: contains NaN"),
+    ],
+)
+def test_invalid_arguments_are_named(labels, permutations, seed, message):
+    d = ssd.pdist(np.arange(4.0)[:, None])
+    with pytest.raises(InvalidInputError, match=message):
+        stats_core.permanova(d, labels, permutations, seed=seed)
