@@ -22,7 +22,8 @@ _SNIPPET = 300  # characters of an error body kept in messages
 async def send(session: aiohttp.ClientSession, provider: Provider, call: HttpCall) -> Reply:
     """POST ``call`` once; the decoded reply or a classified ``RequestError`` (timeouts from the session)."""
     try:
-        async with session.post(call.url, data=json.dumps(call.body).encode(), headers=call.headers) as response:
+        data = call.data if call.data is not None else json.dumps(call.body).encode()
+        async with session.post(call.url, data=data, headers=call.headers) as response:
             status = response.status
             body = await response.read()
             headers = response.headers

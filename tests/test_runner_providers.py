@@ -114,6 +114,10 @@ def test_openai_mapping_passes_every_sampling_parameter_and_reads_refusals() -> 
     assert call.url == "http://h/v1/chat/completions" and call.headers["Authorization"] == "Bearer sk-1"
     assert call.body == {"model": "gpt", "messages": [{"role": "user", "content": "q"}], "temperature": 0.5,
                          "top_p": 0.9, "max_tokens": 8, "seed": 3}
+    messages = [{"role": "system", "content": "s \u00e9"}, {"role": "user", "content": "q \"1\""}]
+    spliced = provider.call("http://h/v1", None, ChatRequest("gpt", messages, None, 1.0, 0.5, 9,
+                                                             json.dumps(messages, separators=(",", ":"))))
+    assert json.loads(spliced.data) == spliced.body and "seed" not in spliced.body  # same request, pre-serialized
     reply = provider.reply({"choices": [{"message": {"content": None, "refusal": "I can't"}, "finish_reason": "stop"}],
                             "usage": {"prompt_tokens": 9, "completion_tokens": 2}})
     assert (reply.text, reply.finish_reason, reply.input_tokens, reply.output_tokens) == ("I can't", "stop", 9, 2)

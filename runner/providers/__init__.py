@@ -25,15 +25,20 @@ class ChatRequest:
     temperature: float
     top_p: float
     max_tokens: int
+    messages_json: str | None = None  # ``messages`` as compact JSON, when the caller already has it
 
 
 @dataclass(frozen=True, slots=True)
 class HttpCall:
-    """One HTTP POST: absolute URL, headers (may hold the API key: never log them) and JSON body."""
+    """One HTTP POST: absolute URL, headers (may hold the API key: never log them) and JSON body.
+
+    ``data``, when set, is ``body`` already serialized (a provider may splice pre-rendered JSON).
+    """
 
     url: str
     headers: dict[str, str]
     body: dict[str, Any]
+    data: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from runner.providers import ChatRequest, HttpCall, Reply, as_int, shape_error
@@ -24,7 +25,12 @@ class OpenAIProvider:
         }
         if request.seed is not None:
             body["seed"] = request.seed
-        return HttpCall(f"{base_url}/chat/completions", headers, body)
+        data = None
+        if request.messages_json is not None:  # splice the prompt's JSON, rendered once per prompt
+            tail = {k: v for k, v in body.items() if k not in ("model", "messages")}
+            data = (f'{{"model":{json.dumps(request.model)},"messages":{request.messages_json},'
+                    f'{json.dumps(tail, separators=(",", ":"))[1:]}').encode()
+        return HttpCall(f"{base_url}/chat/completions", headers, body, data)
 
     def reply(self, body: Any) -> Reply:
         """Text of the first choice (its refusal text when content is null), finish reason and usage."""
