@@ -124,7 +124,10 @@ async def probe_determinism(
         key = os.environ.get(api_key_env)
         if not key:
             raise ValueError(f"api_key_env: environment variable {api_key_env} is not set")
-    provider = get_provider(provider_name)
+    try:
+        provider = get_provider(provider_name)
+    except KeyError:
+        raise ValueError(f"provider_name: {provider_name!r} is not one of anthropic, gemini, openai") from None
     plans = (
         ("t0", 0.0, [None] * repeats),
         ("t0_seed", 0.0, [seed] * repeats),

@@ -125,6 +125,8 @@ def test_the_api_key_comes_from_the_named_environment_variable(monkeypatch):
 def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="repeats: 1 must be at least 2"):
         asyncio.run(probe_determinism("http://127.0.0.1:9/v1", "m", repeats=1))
+    with pytest.raises(ValueError, match="provider_name: 'opnai' is not one of anthropic, gemini, openai"):
+        asyncio.run(probe_determinism("http://127.0.0.1:9/v1", "m", provider_name="opnai"))
     with pytest.raises(ValueError, match="hot_temperature: 0 must be > 0"):
         asyncio.run(probe_determinism("http://127.0.0.1:9/v1", "m", hot_temperature=0))
 
