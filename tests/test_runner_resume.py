@@ -101,7 +101,7 @@ def test_sigint_stops_intake_flushes_and_exits_resumable(tmp_path: Path) -> None
 
 
 def test_a_second_run_on_a_locked_or_foreign_directory_is_refused(tmp_path: Path) -> None:
-    from runner.run_errors import RunDirError
+    from runner.errors import RunDirError
     from runner.store import RunStore
     from runner.sweep import build_manifest
 

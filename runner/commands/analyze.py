@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Run the analysis and print where it went plus the CAT scores."""
     from runner.analyze.run import AnalysisOptions, analyze_run
-    from runner.errors import InputError
+    from runner.errors import HofcatError
 
     def cols(text: str | None) -> tuple[str, ...] | None:
         return None if text is None else tuple(c.strip() for c in text.split(",") if c.strip())
@@ -52,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     try:
         out = analyze_run(args.run_dir, options)
-    except InputError as exc:
+    except HofcatError as exc:
         print(f"hofcat analyze: error: {exc}", file=sys.stderr)
         return 2
     print(f"analysis written to {out}")

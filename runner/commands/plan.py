@@ -20,12 +20,12 @@ def main(args: argparse.Namespace) -> int:
     import sys
 
     from runner.accounting import plan_summary
-    from runner.run_errors import SpecError
+    from runner.errors import HofcatError
     from runner.spec import load_spec
 
     try:
         summary = plan_summary(load_spec(args.spec))
-    except SpecError as exc:
+    except HofcatError as exc:
         print(f"hofcat plan: {exc}", file=sys.stderr)
         return 2
     if args.json:

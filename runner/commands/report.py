@@ -16,12 +16,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Render the report and print its path."""
-    from runner.errors import InputError
+    from runner.errors import HofcatError
     from runner.report.html import render_report
 
     try:
         path = render_report(args.run_dir)
-    except InputError as exc:
+    except HofcatError as exc:
         print(f"hofcat report: error: {exc}", file=sys.stderr)
         return 2
     print(path)

@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Print the result; a bad input prints one located error line and returns 2."""
     from runner.cat_result import render_table, score_means
-    from runner.errors import InputError
+    from runner.errors import HofcatError
     from runner.means_file import read_means
     from runner.reference import load_reference
     from runner.scoring import parse_constants
@@ -39,7 +39,7 @@ def main(args: argparse.Namespace) -> int:
         reference = load_reference(args.reference)
         table = read_means(args.means, reference)
         result = score_means(table, reference, undefined_tau=args.undefined_tau, constants=constants)
-    except InputError as exc:
+    except HofcatError as exc:
         print(f"hofcat score: error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(result, indent=2) if args.format == "json" else render_table(result))

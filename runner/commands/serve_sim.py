@@ -55,11 +55,12 @@ def main(args: argparse.Namespace) -> int:
     import signal
     import sys
 
-    from runner.sim import SimError, SimServer
+    from runner.errors import HofcatError
+    from runner.sim import SimServer
 
     try:
         config = config_from_args(args)
-    except SimError as exc:
+    except HofcatError as exc:
         print(f"hofcat serve-sim: {exc}", file=sys.stderr)
         return 2
 
@@ -78,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(serve())
-    except SimError as exc:
+    except HofcatError as exc:
         print(f"hofcat serve-sim: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:

@@ -20,11 +20,11 @@ def main(args: argparse.Namespace) -> int:
     import sys
 
     from runner.accounting import run_status
-    from runner.run_errors import RunDirError, SpecError
+    from runner.errors import HofcatError
 
     try:
         status = run_status(args.run_dir)
-    except (RunDirError, SpecError) as exc:
+    except HofcatError as exc:
         print(f"hofcat status: {exc}", file=sys.stderr)
         return 2
     if args.json:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from runner.run_errors import UnreadableBody
+from runner.errors import UnreadableBody
 
 __all__ = ["ChatRequest", "HttpCall", "Provider", "Reply", "get_provider"]
 
