@@ -87,3 +87,17 @@ def test_bad_input_errors_stay_value_errors() -> None:
     for cls in (errors.InputError, errors.PromptError, errors.PolicyError, errors.InstrumentError,
                 errors.SpecError, errors.SimConfigError):
         assert issubclass(cls, ValueError) and issubclass(cls, HofcatError)
+
+
+@pytest.mark.parametrize("command,expected", [
+    ("plan", "missing.toml"), ("status", "not-a-run"), ("report", "not-a-run"), ("analyze", "not-a-run"),
+])
+def test_cli_turns_any_hofcat_error_into_one_line_and_exit_2(command: str, expected: str, tmp_path, capsys) -> None:
+    from runner.cli import main
+
+    target = tmp_path / ("missing.toml" if command == "plan" else "not-a-run")
+    assert main([command, str(target)]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"hofcat {command}: error: ") and expected in lines[0]
+    assert captured.out == ""
