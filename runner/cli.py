@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from runner import __version__
+from runner.errors import HofcatError
 
 COMMAND_MODULES = (
     "runner.commands.info",
@@ -50,6 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args._main(args) or 0)
+    except HofcatError as exc:
+        # a deliberate error already names what was wrong: one line, no traceback (runner/errors.py)
+        print(f"hofcat {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

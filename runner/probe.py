@@ -33,13 +33,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from runner.errors import ProbeError
+
 DEFAULT_MESSAGES: tuple[dict[str, str], ...] = (
     {"role": "user", "content": "Write one short sentence about the sea."},
 )
-
-
-class ProbeError(RuntimeError):
-    """Every request of the probe failed (the endpoint is unreachable or rejects the request)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +170,7 @@ def _distractor(messages: Sequence[dict[str, str]], i: int) -> list[dict[str, st
 
 async def _reply_text(session: Any, provider: Any, call: Any) -> str | None:
     """The reply text, or None when the attempt failed (any classified request error; no retries here)."""
-    from runner.run_errors import RequestError
+    from runner.errors import RequestError
     from runner.transport import send
 
     try:

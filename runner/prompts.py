@@ -18,15 +18,12 @@ from typing import Any
 
 from runner import paths
 from runner.cell import CANONICAL_ORDER, PromptCell
+from runner.errors import PromptError
 from runner.instrument import QUESTION_NUMBERS, Instrument, load_instrument
 
 FRAMINGS = ("none", "persona", "identity")
 MODES = ("item", "survey")
 _LAYOUT_KEYS = ("option", "option_join_item", "option_join_survey", "question_line")
-
-
-class PromptError(ValueError):
-    """A cell cannot be rendered (unknown language, country, reply format, bad order) or a template is bad."""
 
 
 def prompts_dir() -> Path:

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from runner.run_errors import RetryableError
+from runner.errors import RetryableError
 
 T = TypeVar("T")
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.run_errors import SpecError
+from runner.errors import SpecError
 
 PROVIDERS = ("anthropic", "gemini", "openai")
 MODES = ("item", "survey")

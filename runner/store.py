@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from runner.answers import answer_rows, answers_table, parse_responses
 from runner.plan import PlannedCell
 from runner.providers import Reply
-from runner.run_errors import RequestError, RunDirError
+from runner.errors import RequestError, RunDirError
 
 FORMAT = "hofcat-run/1"
 DATASETS = ("responses", "failures", "prompts", "answers")

@@ -14,7 +14,7 @@ import aiohttp
 
 from runner.providers import HttpCall, Provider, Reply
 from runner.retry import retry_after_s
-from runner.run_errors import FatalRequestError, RateLimited, ServerError, TransportError, UnreadableBody
+from runner.errors import FatalRequestError, RateLimited, ServerError, TransportError, UnreadableBody
 
 _SNIPPET = 300  # characters of an error body kept in messages
 

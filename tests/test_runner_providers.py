@@ -13,7 +13,7 @@ from _runner_support import check_run_dir, make_spec
 from aiohttp import web
 
 from runner.providers import ChatRequest, get_provider
-from runner.run_errors import UnreadableBody
+from runner.errors import UnreadableBody
 from runner.store import read_dataset
 from runner.sweep import run_sweep
 

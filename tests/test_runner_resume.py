@@ -42,13 +42,20 @@ def _spec(tmp_path: Path, base_url: str) -> tuple[Path, object]:
     return path, parse_spec(text)
 
 
+def _run_until_parts_then_signal(tmp_path: Path, sim: SimServerThread, out: Path, parts: int,
+                                 sig: signal.Signals) -> tuple[Path, object, subprocess.Popen]:
+    """Start ``hofcat run`` against ``sim``, wait until it committed ``parts`` parts, then send it ``sig``."""
+    spec_path, spec = _spec(tmp_path, sim.base_url)
+    process = _start_run(spec_path, out)
+    _wait_for_parts(out, parts, process)
+    process.send_signal(sig)
+    return spec_path, spec, process
+
+
 def test_sigkill_mid_run_then_resume_stores_every_cell_once(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with SimServerThread(SimConfig(seed=2, latency=Latency("fixed", 5.0))) as sim:
-        spec_path, spec = _spec(tmp_path, sim.base_url)
-        process = _start_run(spec_path, out)
-        _wait_for_parts(out, 3, process)
-        process.send_signal(signal.SIGKILL)
+        spec_path, spec, process = _run_until_parts_then_signal(tmp_path, sim, out, 3, signal.SIGKILL)
         process.communicate(timeout=30)
         assert process.returncode == -signal.SIGKILL
         before = check_run_dir_partial(out)
@@ -80,10 +87,7 @@ def check_run_dir_partial(out: Path) -> set[str]:
 def test_sigint_stops_intake_flushes_and_exits_resumable(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with SimServerThread(SimConfig(seed=3, latency=Latency("fixed", 20.0))) as sim:
-        spec_path, spec = _spec(tmp_path, sim.base_url)
-        process = _start_run(spec_path, out)
-        _wait_for_parts(out, 1, process)
-        process.send_signal(signal.SIGINT)
+        spec_path, spec, process = _run_until_parts_then_signal(tmp_path, sim, out, 1, signal.SIGINT)
         _, stderr = process.communicate(timeout=30)
         assert process.returncode == 130, stderr
         assert "run the same command again to resume" in stderr
@@ -101,7 +105,7 @@ def test_sigint_stops_intake_flushes_and_exits_resumable(tmp_path: Path) -> None
 
 
 def test_a_second_run_on_a_locked_or_foreign_directory_is_refused(tmp_path: Path) -> None:
-    from runner.run_errors import RunDirError
+    from runner.errors import RunDirError
     from runner.store import RunStore
     from runner.sweep import build_manifest
 

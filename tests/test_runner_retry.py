@@ -8,7 +8,7 @@ import random
 import pytest
 
 from runner.retry import RetryPolicy, backoff_s, call_with_retries, retry_after_s, should_retry
-from runner.run_errors import (
+from runner.errors import (
     FatalRequestError,
     Interrupted,
     RateLimited,

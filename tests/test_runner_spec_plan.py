@@ -15,7 +15,7 @@ from _runner_support import make_spec, spec_text
 from runner.cell import CANONICAL_ORDER, Framing
 from runner.plan import cell_key, count_cells, derive_seed, factor_counts, iter_cells, validate_plan
 from runner.prompts import build_messages, shuffled_order, template_hash
-from runner.run_errors import SpecError
+from runner.errors import SpecError
 from runner.spec import load_spec, parse_spec
 
 URL = "http://127.0.0.1:9/v1"

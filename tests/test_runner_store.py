@@ -33,7 +33,7 @@ def test_crash_leftovers_are_ignored_and_missing_answers_rebuilt(tmp_path: Path)
 
 
 def test_parts_without_a_manifest_are_refused(tmp_path: Path) -> None:
-    from runner.run_errors import RunDirError
+    from runner.errors import RunDirError
 
     out = tmp_path / "run"
     (out / "responses").mkdir(parents=True)

@@ -50,6 +50,22 @@ def test_log_records_exactly_what_was_sent(tmp_path: Path) -> None:
     assert stats["by_status"]["429"] == 5 and stats["max_requests_in_60s"] == 30
 
 
+
+def test_bad_query_numbers_are_refused_naming_the_parameters() -> None:
+    async def go() -> list[tuple[int, str]]:
+        async with SimServer(SimConfig(seed=1), scores=SCORES) as sim, aiohttp.ClientSession() as session:
+            got = []
+            for path, params in (("/sim/log", {"limit": "ten"}), ("/sim/truth", {"top_p": "high"}),
+                                 ("/sim/truth", {"temperature": "0.5", "country": "Japan"})):
+                async with session.get(f"{sim.url}{path}", params=params) as r:
+                    got.append((r.status, await r.text()))
+            return got
+
+    log, truth, good = run(go())
+    assert log == (400, "since and limit must be integers")
+    assert truth == (400, "temperature and top_p must be numbers")
+    assert good[0] == 200 and json.loads(good[1])["temperature"] == 0.5 and json.loads(good[1])["top_p"] == 1.0
+
 def test_the_in_memory_log_is_bounded() -> None:
     async def go() -> SimServer:
         async with SimServer(SimConfig(log_limit=5), scores=SCORES) as sim, aiohttp.ClientSession() as session:

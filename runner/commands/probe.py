@@ -29,8 +29,8 @@ def main(args: argparse.Namespace) -> int:
     """Print the probe's ``to_dict()``; exit status 0, or 2 on bad options or when every request failed."""
     import asyncio
 
-    from runner.llm import LLMError, LocalLLM
-    from runner.probe import ProbeError, probe_determinism
+    from runner.llm import LocalLLM
+    from runner.probe import probe_determinism
 
     if args.base_url and not args.model:
         print("hofcat probe: --model is required with --base-url", file=sys.stderr)
@@ -43,8 +43,8 @@ def main(args: argparse.Namespace) -> int:
                 probe = asyncio.run(probe_determinism(llm.base_url, args.model or llm.model_name, **options))
         else:
             probe = asyncio.run(probe_determinism(args.base_url, args.model, **options))
-    except (ValueError, ProbeError, LLMError) as exc:
-        print(f"hofcat probe: {exc}", file=sys.stderr)
+    except ValueError as exc:  # a bad option; HofcatError is caught by runner.cli
+        print(f"hofcat probe: error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(probe.to_dict(), indent=2))
     return 0

@@ -22,16 +22,11 @@ def main(args: argparse.Namespace) -> int:
     """Exit 0 when every cell has an outcome, 130 when interrupted (resumable), 2 on a bad spec or RUN_DIR."""
     import sys
 
-    from runner.run_errors import RunDirError, SpecError
     from runner.spec import load_spec
     from runner.sweep import run_sweep
 
-    try:
-        spec = load_spec(args.spec)
-        result = run_sweep(spec, args.out, retry_failed=args.retry_failed, log_every_s=args.log_every)
-    except (SpecError, RunDirError) as exc:
-        print(f"hofcat run: {exc}", file=sys.stderr)
-        return 2
+    spec = load_spec(args.spec)
+    result = run_sweep(spec, args.out, retry_failed=args.retry_failed, log_every_s=args.log_every)
     if result.interrupted:
         print(f"hofcat run: interrupted; run the same command again to resume ({args.out})", file=sys.stderr)
         return 130

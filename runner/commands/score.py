@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 NAME = "score"
 HELP = "Score per-question means against a reference: indices, Kendall tau-b per dimension, CAT score, mis-ranks."
@@ -29,18 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Print the result; a bad input prints one located error line and returns 2."""
     from runner.cat_result import render_table, score_means
-    from runner.errors import InputError
     from runner.means_file import read_means
     from runner.reference import load_reference
     from runner.scoring import parse_constants
 
-    try:
-        constants = parse_constants(args.constants)
-        reference = load_reference(args.reference)
-        table = read_means(args.means, reference)
-        result = score_means(table, reference, undefined_tau=args.undefined_tau, constants=constants)
-    except InputError as exc:
-        print(f"hofcat score: error: {exc}", file=sys.stderr)
-        return 2
+    constants = parse_constants(args.constants)
+    reference = load_reference(args.reference)
+    table = read_means(args.means, reference)
+    result = score_means(table, reference, undefined_tau=args.undefined_tau, constants=constants)
     print(json.dumps(result, indent=2) if args.format == "json" else render_table(result))
     return 0

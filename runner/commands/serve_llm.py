@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Serve until stopped; exit status 0 after a clean stop, 2 on a bad option or a failed start."""
-    from runner.llm import LLMError, ServerConfig, serve_until_stopped
+    from runner.llm import ServerConfig, serve_until_stopped
 
     config = ServerConfig(model=args.model, port=args.port, slots=args.slots, ctx_per_slot=args.ctx_size,
                           threads=args.threads)
@@ -36,10 +36,6 @@ def main(args: argparse.Namespace) -> int:
         print(f"serving {args.model} with {args.slots} slots; stop with Ctrl-C or SIGTERM", file=sys.stderr,
               flush=True)
 
-    try:
-        serve_until_stopped(config, announce)
-    except LLMError as exc:
-        print(f"hofcat serve-llm: {exc}", file=sys.stderr)
-        return 2
+    serve_until_stopped(config, announce)
     print("stopped", file=sys.stderr)
     return 0

@@ -55,13 +55,9 @@ def main(args: argparse.Namespace) -> int:
     import signal
     import sys
 
-    from runner.sim import SimError, SimServer
+    from runner.sim import SimServer
 
-    try:
-        config = config_from_args(args)
-    except SimError as exc:
-        print(f"hofcat serve-sim: {exc}", file=sys.stderr)
-        return 2
+    config = config_from_args(args)
 
     async def serve() -> None:
         stop = asyncio.Event()
@@ -78,9 +74,6 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(serve())
-    except SimError as exc:
-        print(f"hofcat serve-sim: {exc}", file=sys.stderr)
-        return 2
     except OSError as exc:
         print(f"hofcat serve-sim: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1

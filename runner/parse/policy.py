@@ -6,14 +6,11 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+from runner.errors import PolicyError
 from runner.instrument import HEALTH_QUESTIONS
 from runner.parse.result import Answer, ParseResult
 
 NEUTRAL = 3
-
-
-class PolicyError(ValueError):
-    """A policy field has a value outside its allowed set."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from runner.run_errors import UnreadableBody
+from runner.errors import UnreadableBody
 
 __all__ = ["ChatRequest", "HttpCall", "Provider", "Reply", "get_provider"]
 
@@ -82,3 +82,27 @@ def shape_error(provider: str, body: Any, what: str) -> UnreadableBody:
 def as_int(value: Any) -> int | None:
     """``value`` if it is an integer token count, else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def json_headers(api_key: str | None, key_header: str, key_prefix: str = "",
+                 extra: dict[str, str] | None = None) -> dict[str, str]:
+    """JSON content-type headers plus ``extra``, with the API key (after ``key_prefix``) in ``key_header`` if set."""
+    headers = {"Content-Type": "application/json", **(extra or {})}
+    if api_key:
+        headers[key_header] = key_prefix + api_key
+    return headers
+
+
+def system_text(messages: list[dict[str, str]]) -> str:
+    """The system messages' contents joined by blank lines ("" without any), for APIs with one system field."""
+    return "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+
+
+def text_reply(provider: str, body: Any, texts: list[Any], what: str, finish_reason: Any, usage_key: str,
+               input_key: str, output_key: str) -> Reply:
+    """A ``Reply`` joining ``texts`` (all strings, else ``UnreadableBody`` naming ``what``), with the token
+    counts ``input_key`` and ``output_key`` of the ``body[usage_key]`` dict when present."""
+    if any(not isinstance(t, str) for t in texts):
+        raise shape_error(provider, body, what)
+    usage = body.get(usage_key) if isinstance(body.get(usage_key), dict) else {}
+    return Reply("".join(texts), finish_reason, as_int(usage.get(input_key)), as_int(usage.get(output_key)))

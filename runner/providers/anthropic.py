@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runner.providers import ChatRequest, HttpCall, Reply, as_int, shape_error
+from runner.providers import ChatRequest, HttpCall, Reply, json_headers, shape_error, system_text, text_reply
 
 API_VERSION = "2023-06-01"
 
@@ -17,10 +17,8 @@ class AnthropicProvider:
 
     def call(self, base_url: str, api_key: str | None, request: ChatRequest) -> HttpCall:
         """The Messages request; the key goes in the ``x-api-key`` header."""
-        headers = {"Content-Type": "application/json", "anthropic-version": API_VERSION}
-        if api_key:
-            headers["x-api-key"] = api_key
-        system = "\n\n".join(m["content"] for m in request.messages if m["role"] == "system")
+        headers = json_headers(api_key, "x-api-key", extra={"anthropic-version": API_VERSION})
+        system = system_text(request.messages)
         body: dict[str, Any] = {
             "model": request.model, "max_tokens": request.max_tokens, "temperature": request.temperature,
             "messages": [{"role": m["role"], "content": m["content"]} for m in request.messages
@@ -39,11 +37,8 @@ class AnthropicProvider:
         if not isinstance(content, list):
             raise shape_error(self.name, body, "a content list")
         texts = [block.get("text") for block in content if isinstance(block, dict) and block.get("type") == "text"]
-        if any(not isinstance(t, str) for t in texts):
-            raise shape_error(self.name, body, "string text blocks")
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-        return Reply("".join(texts), body.get("stop_reason"), as_int(usage.get("input_tokens")),
-                     as_int(usage.get("output_tokens")))
+        return text_reply(self.name, body, texts, "string text blocks", body.get("stop_reason"), "usage",
+                          "input_tokens", "output_tokens")
 
 
 PROVIDER = AnthropicProvider()

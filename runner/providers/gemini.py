@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runner.providers import ChatRequest, HttpCall, Reply, as_int, shape_error
+from runner.providers import ChatRequest, HttpCall, Reply, json_headers, shape_error, system_text, text_reply
 
 
 class GeminiProvider:
@@ -15,10 +15,8 @@ class GeminiProvider:
 
     def call(self, base_url: str, api_key: str | None, request: ChatRequest) -> HttpCall:
         """The generateContent request; the key goes in the ``x-goog-api-key`` header, never the URL."""
-        headers = {"Content-Type": "application/json"}
-        if api_key:
-            headers["x-goog-api-key"] = api_key
-        system = "\n\n".join(m["content"] for m in request.messages if m["role"] == "system")
+        headers = json_headers(api_key, "x-goog-api-key")
+        system = system_text(request.messages)
         config: dict[str, Any] = {
             "temperature": request.temperature, "topP": request.top_p, "maxOutputTokens": request.max_tokens,
         }
@@ -43,11 +41,8 @@ class GeminiProvider:
         if not isinstance(parts, list):
             raise shape_error(self.name, body, "candidates[0].content.parts")
         texts = [p.get("text", "") for p in parts if isinstance(p, dict)]
-        if any(not isinstance(t, str) for t in texts):
-            raise shape_error(self.name, body, "string text parts")
-        usage = body.get("usageMetadata") if isinstance(body.get("usageMetadata"), dict) else {}
-        return Reply("".join(texts), candidate.get("finishReason"), as_int(usage.get("promptTokenCount")),
-                     as_int(usage.get("candidatesTokenCount")))
+        return text_reply(self.name, body, texts, "string text parts", candidate.get("finishReason"),
+                          "usageMetadata", "promptTokenCount", "candidatesTokenCount")
 
 
 PROVIDER = GeminiProvider()

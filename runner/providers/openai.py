@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from runner.providers import ChatRequest, HttpCall, Reply, as_int, shape_error
+from runner.providers import ChatRequest, HttpCall, Reply, json_headers, shape_error, text_reply
 
 
 class OpenAIProvider:
@@ -16,9 +16,7 @@ class OpenAIProvider:
 
     def call(self, base_url: str, api_key: str | None, request: ChatRequest) -> HttpCall:
         """The chat-completions request; the key goes in a Bearer header."""
-        headers = {"Content-Type": "application/json"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
+        headers = json_headers(api_key, "Authorization", "Bearer ")
         body: dict[str, Any] = {
             "model": request.model, "messages": request.messages, "temperature": request.temperature,
             "top_p": request.top_p, "max_tokens": request.max_tokens,
@@ -42,11 +40,8 @@ class OpenAIProvider:
         text = message.get("content") if isinstance(message, dict) else None
         if text is None and isinstance(message, dict):
             text = message.get("refusal")
-        if not isinstance(text, str):
-            raise shape_error(self.name, body, "a string choices[0].message.content")
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-        return Reply(text, choice.get("finish_reason"), as_int(usage.get("prompt_tokens")),
-                     as_int(usage.get("completion_tokens")))
+        return text_reply(self.name, body, [text], "a string choices[0].message.content", choice.get("finish_reason"),
+                          "usage", "prompt_tokens", "completion_tokens")
 
 
 PROVIDER = OpenAIProvider()

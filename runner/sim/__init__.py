@@ -8,7 +8,7 @@ refusals, chatty replies), all reproducible from a seed, and logs every request 
 from __future__ import annotations
 
 from runner.sim.config import DEFAULT_LANGUAGE_COUNTRIES, Latency, SimConfig
-from runner.sim.errors import SimConfigError, SimDataError, SimError
+from runner.errors import SimConfigError, SimDataError, SimError
 from runner.sim.log import LogEntry, RequestLog, max_in_window
 from runner.sim.respondent import AnswerModel, CountryScores
 from runner.sim.seeding import request_key

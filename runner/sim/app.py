@@ -13,6 +13,7 @@ import functools
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -266,11 +267,7 @@ class SimApp:
 
     async def log_endpoint(self, request: web.Request) -> web.Response:
         """GET /sim/log?since=SEQ&limit=N: in-memory log entries with seq >= since (oldest first)."""
-        try:
-            since = int(request.query.get("since", "0"))
-            limit = int(request.query.get("limit", "100000"))
-        except ValueError:
-            raise web.HTTPBadRequest(text="since and limit must be integers") from None
+        since, limit = _query_numbers(request, int, "integers", since="0", limit="100000")
         entries = [e.as_json() for e in self.log if e.seq >= since][:limit]
         return web.json_response({"total": self.log.total, "entries": entries})
 
@@ -295,15 +292,19 @@ class SimApp:
 
     async def truth_endpoint(self, request: web.Request) -> web.Response:
         """GET /sim/truth?country=A&country=B&temperature=T&top_p=P: reference scores and expected indices."""
-        try:
-            temperature = float(request.query.get("temperature", "1"))
-            top_p = float(request.query.get("top_p", "1"))
-        except ValueError:
-            raise web.HTTPBadRequest(text="temperature and top_p must be numbers") from None
+        temperature, top_p = _query_numbers(request, float, "numbers", temperature="1", top_p="1")
         countries = request.query.getall("country", []) or sorted(self.model.scores)
         truth = {c: self.model.truth(c, temperature, top_p) for c in countries}
         return web.json_response({"signal": self.model.signal, "temperature": temperature, "top_p": top_p,
                                   "countries": truth})
+
+
+def _query_numbers(request: web.Request, convert: Callable[[str], Any], kind: str, **defaults: str) -> list[Any]:
+    """The named query parameters (or their defaults) through ``convert``; HTTP 400 naming them all if one fails."""
+    try:
+        return [convert(request.query.get(name, default)) for name, default in defaults.items()]
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"{' and '.join(defaults)} must be {kind}") from None
 
 
 @functools.lru_cache(maxsize=16_384)

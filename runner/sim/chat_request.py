@@ -7,13 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-
-class BadRequest(Exception):
-    """The body is not a chat-completions request the simulator accepts (answered with HTTP 400)."""
-
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.param = param
+from runner.errors import BadRequest
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs a setattr call per field, per request

@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from runner.sim.errors import SimConfigError
+from runner.errors import SimConfigError
 
 LatencyKind = Literal["fixed", "uniform", "exponential", "lognormal"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from runner.sim.errors import SimDataError
+from runner.errors import SimDataError
 from runner.sim.reader import TemplateReader
 from runner.sim.respondent import CountryScores
 

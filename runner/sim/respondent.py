@@ -27,7 +27,7 @@ from typing import Protocol
 
 from runner.dimensions import DIMENSIONS
 from runner.scoring import FORMULAS
-from runner.sim.errors import SimConfigError
+from runner.errors import SimConfigError
 
 # dimension → ((question, signed coefficient), …) from the official formulas: the + and − question of the
 # first pair, then of the second pair.
