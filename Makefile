@@ -29,8 +29,13 @@ test: build
 demo: build
 	$(BIN)/hofcat demo --out demo-run
 
+# Each benchmark checks correctness, then times hofcat against its peer on the same data (benches/RESULTS.md).
+BENCHES := stats_permanova stats_pdist stats_kendall stats_cluster stats_scaling parse_bench \
+           "sim_bench" "runner_bench throughput" "runner_bench memory" analysis_memory \
+           "llm_bench startup" "llm_bench throughput"
+
 bench: build
-	$(BIN)/python -m benches.run_all
+	@for b in $(BENCHES); do echo "== python -m benches.$$b"; $(BIN)/python -m benches.$$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) target
