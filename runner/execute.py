@@ -183,7 +183,8 @@ class Executor:
     async def _do_cell(self, endpoint: Endpoint, cell: PlannedCell) -> None:
         messages, messages_json, prompt_hash, input_estimate = _rendered(cell.prompt)
         s = cell.sampling
-        request = ChatRequest(endpoint.config.model, messages, s.seed, s.temperature, s.top_p, s.max_tokens, messages_json)
+        request = ChatRequest(endpoint.config.model, messages, s.seed, s.temperature, s.top_p, s.max_tokens, messages_json,
+                              s.constraint)
         call = endpoint.provider.call(endpoint.config.base_url, endpoint.api_key, request)
         started = now_us()
         last: dict[str, float | int | None] = {"latency_s": None, "status": None}

@@ -30,12 +30,13 @@ KEY_HEX_DIGITS = 32
 
 @dataclass(frozen=True, slots=True)
 class Sampling:
-    """How a request is answered: the sampling seed, temperature, nucleus mass and output cap (tokens)."""
+    """How a request is answered: sampling seed, temperature, nucleus mass, output cap (tokens), constraint."""
 
     seed: int
     temperature: float
     top_p: float
     max_tokens: int
+    constraint: str = "none"  # constrained decoding kind (runner.spec.CONSTRAINTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +62,8 @@ def cell_key(endpoint: EndpointConfig, prompt: PromptCell, sampling: Sampling, t
 
     The SHA-256 of the compact JSON list [endpoint name, provider, model, language, mode, questions, framing
     kind, country, age, gender, option order, reply format, template hash, seed, temperature, top_p,
-    max_tokens], first ``KEY_HEX_DIGITS`` hex digits.
+    max_tokens], followed by the constraint only when it is not "none" (so specs without constraints keep the
+    keys they had before constraints existed); first ``KEY_HEX_DIGITS`` hex digits.
     """
     return _key_with(_key_prefix(endpoint, prompt, template_hash), _sampling_json(sampling))
 
@@ -76,7 +78,9 @@ def _key_prefix(endpoint: EndpointConfig, prompt: PromptCell, template_hash: str
 
 def _sampling_json(sampling: Sampling) -> bytes:
     """The sampling fields' tail of the request-definition JSON."""
-    tail = [sampling.seed, sampling.temperature, sampling.top_p, sampling.max_tokens]
+    tail: list = [sampling.seed, sampling.temperature, sampling.top_p, sampling.max_tokens]
+    if sampling.constraint != "none":
+        tail.append(sampling.constraint)
     return ("," + json.dumps(tail, separators=(",", ":"))[1:]).encode()
 
 
@@ -123,7 +127,7 @@ def factor_counts(spec: Spec) -> dict[str, int]:
     return {
         "endpoints": len(spec.endpoints), "languages": len(d.languages), "framings": len(framings(spec)),
         "questions": len(question_sets(spec)), "reply_formats": len(d.reply_formats), "seeds": len(d.seeds),
-        "temperature": len(d.temperature), "top_p": len(d.top_p), "max_tokens": len(d.max_tokens),
+        "temperature": len(d.temperature), "top_p": len(d.top_p), "max_tokens": len(d.max_tokens), "constraints": len(d.constraints),
     }
 
 
@@ -150,14 +154,15 @@ def validate_plan(spec: Spec) -> None:
 
 
 def iter_cells(spec: Spec, endpoint: EndpointConfig | None = None) -> Iterator[PlannedCell]:
-    """The plan's cells in order (endpoint, language, framing, questions, format, seed, T, top_p, max tokens).
+    """The plan's cells in order (endpoint, language, framing, questions, format, seed, T, top_p, max tokens,
+    constraint).
 
     With ``endpoint``, only that endpoint's cells. Lazy: holds one cell at a time.
     """
     d = spec.design
     endpoints = spec.endpoints if endpoint is None else (endpoint,)
     samplings = [(Sampling(*s), _sampling_json(Sampling(*s)))
-                 for s in itertools.product(d.seeds, d.temperature, d.top_p, d.max_tokens)]
+                 for s in itertools.product(d.seeds, d.temperature, d.top_p, d.max_tokens, d.constraints)]
     for ep, language, framing, questions, fmt in itertools.product(
             endpoints, d.languages, framings(spec), question_sets(spec), d.reply_formats):
         prompt = PromptCell(language, d.mode, questions, framing, CANONICAL_ORDER, fmt)

@@ -23,6 +23,10 @@ PROVIDERS = ("anthropic", "gemini", "openai")
 MODES = ("item", "survey")
 GENDERS = ("female", "male")
 ALL_QUESTIONS = tuple(range(1, 25))
+CONSTRAINTS = ("none", "grammar", "json_schema")  # constrained decoding (runner.constrained); "none": free decoding
+# The reply formats each constraint can produce: the grammar admits one bare digit, the schema one JSON object.
+CONSTRAINT_FORMATS = {"grammar": ("number", "fewshot"), "json_schema": ("json",)}
+CONSTRAINT_PROVIDERS = ("openai",)  # OpenAI-compatible servers take grammar/response_format; others cannot
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,7 @@ class DesignConfig:
     temperature: tuple[float, ...] = (0.0,)
     top_p: tuple[float, ...] = (1.0,)
     max_tokens: tuple[int, ...] = (64,)
+    constraints: tuple[str, ...] = ("none",)  # ``design.constraint``: see CONSTRAINTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +143,28 @@ def spec_from_dict(raw: dict[str, Any], *, source: str = "<spec>") -> Spec:
     for i, name in enumerate(names):
         if name in names[:i]:
             v.fail(f"endpoints[{i}].name", name, "a name no other endpoint uses")
-    return Spec(run=run, endpoints=endpoints, design=_design(v, raw["design"]), raw=raw,
-                source=source)
+    design = _design(v, raw["design"])
+    _check_constraints(v, endpoints, design)
+    return Spec(run=run, endpoints=endpoints, design=design, raw=raw, source=source)
+
+
+def _check_constraints(v: _Validator, endpoints: tuple[EndpointConfig, ...], d: DesignConfig) -> None:
+    """Constrained decoding needs an OpenAI-compatible endpoint, item mode and a reply format it can produce."""
+    for kind in d.constraints:
+        if kind == "none":
+            continue
+        for i, e in enumerate(endpoints):
+            if e.provider not in CONSTRAINT_PROVIDERS:
+                v.fail(f"endpoints[{i}].provider", e.provider,
+                       f"{' or '.join(CONSTRAINT_PROVIDERS)} when design.constraint includes {kind!r} "
+                       "(this API has no grammar/response_format; use constraint = \"none\")")
+        if d.mode != "item":
+            v.fail("design.constraint", kind, f"\"none\" in {d.mode} mode (constraints admit one item's answer)")
+        for fmt in d.reply_formats:
+            if fmt not in CONSTRAINT_FORMATS[kind]:
+                v.fail("design.constraint", kind, f"\"none\" with reply_format {fmt!r} ({kind!r} produces "
+                       f"only reply_format {' or '.join(repr(f) for f in CONSTRAINT_FORMATS[kind])})")
+
 
 
 def _run(v: _Validator, t: Any) -> RunConfig:
@@ -187,7 +212,7 @@ def _endpoint(v: _Validator, where: str, t: Any) -> EndpointConfig:
 def _design(v: _Validator, t: Any) -> DesignConfig:
     w = "design"
     allowed = {"mode", "languages", "personas", "identities", "no_persona", "questions", "shuffle_options",
-               "reply_format", "seeds", "temperature", "top_p", "max_tokens"}
+               "reply_format", "seeds", "temperature", "top_p", "max_tokens", "constraint"}
     v.keys(t, w, allowed)
     d = DesignConfig()
     mode = v.string(t, w, "mode", d.mode)
@@ -224,6 +249,8 @@ def _design(v: _Validator, t: Any) -> DesignConfig:
         top_p=tuple(float(x) for x in v.many(t, w, "top_p", d.top_p,
                                             lambda x: _is_num(x) and 0 <= x <= 1, "numbers in [0, 1]")),
         max_tokens=v.many(t, w, "max_tokens", d.max_tokens, lambda x: _is_int(x) and x >= 1, "integers >= 1"),
+        constraints=v.many(t, w, "constraint", d.constraints, lambda x: x in CONSTRAINTS,
+                           f"one of {', '.join(CONSTRAINTS)}"),
     )
 
 

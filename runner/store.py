@@ -64,6 +64,7 @@ RESPONSE_SCHEMA = pa.schema([
     ("temperature", pa.float64()),
     ("top_p", pa.float64()),
     ("max_tokens", pa.int32()),
+    ("constraint", pa.string()),  # constrained decoding: none, grammar, json_schema
     ("response_text", pa.string()),
     ("finish_reason", pa.string()),
     ("input_tokens", pa.int64()),
@@ -170,7 +171,7 @@ class RunStore:
             cell.key, cell.endpoint.name, cell.endpoint.provider, cell.endpoint.model, p.language, p.mode,
             p.questions, p.questions[0] if p.mode == "item" else None, p.framing.kind, p.framing.country,
             p.framing.age, p.framing.gender, p.option_order, p.reply_format, cell.template_hash, prompt_hash,
-            cell.shuffle_seed, s.seed, s.temperature, s.top_p, s.max_tokens,
+            cell.shuffle_seed, s.seed, s.temperature, s.top_p, s.max_tokens, s.constraint,
             None if r is None else r.text, None if r is None else r.finish_reason,
             None if r is None else r.input_tokens, None if r is None else r.output_tokens,
             outcome.latency_s, outcome.attempts, outcome.http_status,

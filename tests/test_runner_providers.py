@@ -37,6 +37,10 @@ class ShapeServer:
             headers = ({"retry-after": "0"} if self.provider == "anthropic" else {"Retry-After": "0"})
             return web.json_response({"error": {"type": "rate_limit_error"}}, status=429, headers=headers)
         text = f"{n % 5}"
+        if self.provider == "openai":
+            return web.json_response({"choices": [{"message": {"role": "assistant", "content": text},
+                                                   "finish_reason": "stop"}],
+                                      "usage": {"prompt_tokens": 40 + n, "completion_tokens": 1}})
         if self.provider == "anthropic":
             return web.json_response({"type": "message", "role": "assistant", "stop_reason": "end_turn",
                                       "content": [{"type": "text", "text": text}],

@@ -80,7 +80,7 @@ def test_counts_per_factor_multiply_to_the_plan() -> None:
                       + "[design.identities]\ncountries = [\"Slovakia\"]\nages = [30]\n")
     counts = factor_counts(spec)
     assert counts == {"endpoints": 1, "languages": 2, "framings": 3 + 2, "questions": 3, "reply_formats": 2, "seeds": 2,
-                      "temperature": 3, "top_p": 2, "max_tokens": 1}
+                      "temperature": 3, "top_p": 2, "max_tokens": 1, "constraints": 1}
     cells = list(iter_cells(spec))
     assert len(cells) == count_cells(spec) == math.prod(counts.values()) == 720
     assert len({c.key for c in cells}) == 720  # every factor level changes the key

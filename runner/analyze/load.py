@@ -21,7 +21,8 @@ __all__ = ["language_countries", "load_answers"]
 
 # Response columns that the answers need: everything else in responses is bookkeeping or the reply itself.
 RESPONSE_FACTORS = ("endpoint", "model", "language", "mode", "framing", "country", "age", "gender",
-                    "reply_format", "seed", "temperature", "top_p", "max_tokens", "option_order", "shuffle_seed")
+                    "reply_format", "seed", "temperature", "top_p", "max_tokens", "constraint", "option_order",
+                    "shuffle_seed")
 
 
 def language_countries() -> dict[str, str]:

@@ -26,6 +26,7 @@ class ChatRequest:
     top_p: float
     max_tokens: int
     messages_json: str | None = None  # ``messages`` as compact JSON, when the caller already has it
+    constraint: str = "none"  # constrained decoding kind (runner.constrained); only OpenAI-compatible APIs take it
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from runner.constrained import constrained_request_fields
 from runner.providers import ChatRequest, HttpCall, Reply, json_headers, shape_error, text_reply
 
 
 class OpenAIProvider:
-    """``POST {base_url}/chat/completions``; seed, temperature, top_p and max_tokens passed through."""
+    """``POST {base_url}/chat/completions``; seed, temperature, top_p, max_tokens and constraint fields passed."""
 
     name = "openai"
     unsupported: frozenset[str] = frozenset()
@@ -23,6 +24,8 @@ class OpenAIProvider:
         }
         if request.seed is not None:
             body["seed"] = request.seed
+        if request.constraint != "none":  # llama.cpp `grammar` or `response_format` with a JSON schema
+            body.update(constrained_request_fields(request.constraint))
         data = None
         if request.messages_json is not None:  # splice the prompt's JSON, rendered once per prompt
             tail = {k: v for k, v in body.items() if k not in ("model", "messages")}

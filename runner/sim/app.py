@@ -143,6 +143,9 @@ class SimApp:
             return None, (), self._completion(chat, key, seq, replies.UNKNOWN_PROMPT, "unknown_prompt", fault)
         if chat.json_mode and cell.reply_format != "json":  # a model in JSON mode answers in JSON
             cell = dataclasses.replace(cell, reply_format="json")
+        if chat.grammar:  # a grammar-constrained model can emit only what the grammar admits: the bare number
+            cell = dataclasses.replace(cell, reply_format="number")
+            fault = dataclasses.replace(fault, refusal=False, chatty=False)
         country = self.country_of(cell)
         # Seeded requests are reproducible; unseeded ones get fresh draws per arrival, as from a real API.
         rng = Draws(self.config.seed, "answer", key) if chat.seed is not None else Draws(

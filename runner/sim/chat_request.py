@@ -23,6 +23,7 @@ class ChatRequest:
     seed: int | None
     max_tokens: int | None
     json_mode: bool = False  # response_format asked for a JSON object or schema
+    grammar: bool = False  # llama.cpp's ``grammar`` field: the reply is constrained (answered as a bare number)
 
 
 def parse_request(raw: bytes) -> ChatRequest:
@@ -63,7 +64,16 @@ def parse_request(raw: bytes) -> ChatRequest:
         if body.get("max_tokens") is not None
         else _integer(body, "max_completion_tokens", minimum=1),
         json_mode=_json_mode(body.get("response_format")),
+        grammar=_grammar(body.get("grammar")),
     )
+
+
+def _grammar(grammar: object) -> bool:
+    if grammar is None:
+        return False
+    if not isinstance(grammar, str) or not grammar.strip():
+        raise BadRequest("'grammar' must be a non-empty GBNF string", "grammar")
+    return True
 
 
 def _json_mode(response_format: object) -> bool:
