@@ -38,6 +38,7 @@ class RunConfig:
     reference: str = "hofstede-2015"  # reference score set the run is compared against (recorded)
     batch_rows: int = 1000  # rows buffered before a Parquet part is committed
     flush_interval_s: float = 10.0  # ... or after this many seconds, whichever comes first
+    determinism_probe: bool = False  # probe every OpenAI-compatible endpoint's seed handling before the sweep
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +169,8 @@ def _check_constraints(v: _Validator, endpoints: tuple[EndpointConfig, ...], d: 
 
 
 def _run(v: _Validator, t: Any) -> RunConfig:
-    v.keys(t, "run", {"name", "seed", "reference", "batch_rows", "flush_interval_s"}, required={"name"})
+    v.keys(t, "run", {"name", "seed", "reference", "batch_rows", "flush_interval_s", "determinism_probe"},
+           required={"name"})
     d = _Defaults(RunConfig)
     return RunConfig(
         name=v.string(t, "run", "name"),
@@ -176,6 +178,7 @@ def _run(v: _Validator, t: Any) -> RunConfig:
         reference=v.string(t, "run", "reference", d.reference),
         batch_rows=v.integer(t, "run", "batch_rows", d.batch_rows, minimum=1),
         flush_interval_s=v.number(t, "run", "flush_interval_s", d.flush_interval_s, positive=True),
+        determinism_probe=v.boolean(t, "run", "determinism_probe", d.determinism_probe),
     )
 
 

@@ -154,6 +154,15 @@ class RunStore:
             os.close(fd)
             raise
 
+    def probe_result(self, endpoint: str) -> dict[str, Any] | None:
+        """The determinism probe recorded for ``endpoint`` in this run's manifest (by any session), or None."""
+        return self.manifest.get("determinism_probe", {}).get(endpoint)
+
+    def record_probe(self, endpoint: str, result: dict[str, Any]) -> None:
+        """Write ``result`` (``DeterminismProbe.to_dict()`` or ``{"error": ...}``) to the manifest for ``endpoint``."""
+        self.manifest.setdefault("determinism_probe", {})[endpoint] = result
+        self._write_manifest()
+
     def stored_keys(self, *, include_failed: bool) -> set[str]:
         """Keys of cells with a committed response (and, with ``include_failed``, a committed failure)."""
         keys = set(_column(self.run_dir / "responses", "cell_key"))

@@ -2,6 +2,11 @@
 
 Running the same spec into the same directory again resumes: the plan minus the keys already stored (and,
 unless ``retry_failed``, minus the cells that already failed for good).
+
+With ``run.determinism_probe``, every OpenAI-compatible endpoint is probed (``runner.probe``, 4 repeats,
+8 tokens) before any cell is sent, and the result goes into the manifest under
+``determinism_probe.<endpoint>``. A resumed session keeps the result an earlier session recorded: the probe
+describes the endpoint the run started against, and re-probing would silently replace it.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from runner.execute import Executor, RunResult, api_key_for, unsupported_paramet
 from runner.plan import count_cells, factor_counts, iter_cells, validate_plan
 from runner.progress import Progress, RunStats
 from runner.retry import RetryPolicy
-from runner.spec import Spec
+from runner.spec import EndpointConfig, Spec
 from runner.store import FORMAT, RunStore, versions
 
 
@@ -74,6 +79,8 @@ async def _session(spec: Spec, out: Path, retry_failed: bool, stream: TextIO, li
     executor = Executor(store, stats, progress, flush_interval_s=spec.run.flush_interval_s, rng_seed=spec.run.seed)
     interrupted = True
     try:
+        if spec.run.determinism_probe:
+            await _probe_endpoints(spec, store, stream)
         skip = store.stored_keys(include_failed=not retry_failed)
         work = [(e, _unstored(iter_cells(spec, e), skip, stats)) for e in spec.endpoints]
         interrupted = await executor.run(work)
@@ -82,6 +89,36 @@ async def _session(spec: Spec, out: Path, retry_failed: bool, stream: TextIO, li
                      "failed": stats.failed, "already_stored": stats.already_stored, "retry_failed": retry_failed})
     return RunResult(stats.done, stats.failed, stats.already_stored, interrupted,
                      {e.name: unsupported_parameters(e) for e in spec.endpoints})
+
+
+PROBE_REPEATS = 4  # small: 5 × 4 requests per endpoint before the sweep
+PROBE_MAX_TOKENS = 8
+
+
+async def _probe_endpoints(spec: Spec, store: RunStore, stream: TextIO) -> None:
+    """Probe each OpenAI-compatible endpoint not yet probed in this run; record results (or errors) in the manifest."""
+    from runner.errors import ProbeError
+
+    for endpoint in spec.endpoints:
+        if endpoint.provider != "openai" or store.probe_result(endpoint.name) is not None:
+            continue
+        try:
+            result = (await _probe(endpoint)).to_dict()
+            print(f"hofcat: endpoint {endpoint.name!r}: determinism probe: seed {result['seed']}, greedy identical "
+                  f"share {result['greedy_identical_share']:.2f}", file=stream)
+        except ProbeError as exc:  # an unreachable endpoint: the sweep's own retries and errors will tell more
+            result = {"error": str(exc)}
+            print(f"hofcat: endpoint {endpoint.name!r}: determinism probe failed: {exc}", file=stream)
+        store.record_probe(endpoint.name, result)
+
+
+async def _probe(endpoint: EndpointConfig) -> Any:
+    """The small determinism probe of one endpoint (a ``DeterminismProbe``)."""
+    from runner.probe import probe_determinism
+
+    return await probe_determinism(endpoint.base_url, endpoint.model, repeats=PROBE_REPEATS,
+                                   max_tokens=PROBE_MAX_TOKENS, api_key_env=endpoint.api_key_env,
+                                   timeout_s=endpoint.timeout_s)
 
 
 def _unstored(cells, skip: set[str], stats: RunStats):

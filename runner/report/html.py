@@ -78,6 +78,24 @@ def _tau_table(kendall: pl.DataFrame, cat: pl.DataFrame, factors: list[str]) -> 
                                                                          values="cell")
     return pl.concat([wide, cat_wide], how="diagonal")
 
+def _probe_section(manifest: dict) -> str:
+    """The run's determinism probes (``run.determinism_probe``) as a table per endpoint, or a note that none ran."""
+    probes = manifest.get("determinism_probe")
+    if not probes:
+        return "<p><em>no determinism probe in this run (set run.determinism_probe = true)</em></p>"
+    parts = []
+    for name, probe in sorted(probes.items()):
+        if "error" in probe:
+            parts.append(f"<p>Endpoint <b>{html.escape(name)}</b>: probe failed: {html.escape(probe['error'])}</p>")
+            continue
+        parts.append(f"<h3>Determinism probe: {html.escape(name)} ({html.escape(str(probe['model']))})</h3>"
+                     f"<p>Seed <b>{html.escape(probe['seed'])}</b>; identical share at temperature 0 without a seed "
+                     f"{probe['greedy_identical_share']:.2f}; {probe['repeats']} repeats of {probe['max_tokens']} "
+                     "tokens per condition.</p>")
+        parts.append(_table(pl.DataFrame(probe["conditions"])))
+    return "".join(parts)
+
+
 def render_report(run_dir: str | Path) -> Path:
     """Write ``RUN_DIR/report/index.html`` from ``RUN_DIR/analysis``; returns the HTML path."""
     root = Path(run_dir)
@@ -126,7 +144,9 @@ def render_report(run_dir: str | Path) -> Path:
         "<h2>Answers</h2>",
         _figure(out, "status", figures.status_breakdown(t["status_rates"]), "Parse-status breakdown"),
         _table(t["status_rates"]),
+        "<h2>Determinism</h2>",
         f"<p>Temperature-0 repeated answers that disagree: {html.escape(json.dumps(summary['temperature_zero']))}</p>",
+        _probe_section(summary.get("run_manifest") or {}),
         "<h3>Per-question mean, standard deviation and n (papers' Tables 5–17)</h3>",
         _table(t["questions"].select([c for c in t["questions"].columns if c not in ("status_ok",)]), max_rows=480)
         if t["questions"].height else _table(t["questions"]),
