@@ -22,13 +22,16 @@ from runner.sweep import run_sweep
 ENDPOINTS = ("llm", "sim")
 PERSONAS = ("United States", "China", "Saudi Arabia", "Slovakia")
 
-# Item mode with the few-shot format: the 135M model answers with a bare digit far more often when shown one
-# worked example (issue 7's measurement); temperature > 0 so that seeds are independent respondents.
+# Item mode, "number only" instructions with llama.cpp's digit grammar: every reply is one option number (measured
+# with SmolLM2: 100 % parse rate in half the time of the few-shot format, which parses ~80 % unconstrained), so
+# 2 tokens suffice. The simulator honours the grammar field too, so both endpoints run the same design.
+# Temperature > 0 so that seeds are independent respondents; the determinism probe records seed handling.
 _SPEC = """\
 [run]
 name = "demo-{endpoint}"
 seed = {seed}
 reference = "hofstede-2015"
+determinism_probe = true
 
 [[endpoints]]
 name = "{endpoint}"
@@ -49,6 +52,7 @@ seeds = [{seeds}]
 temperature = [{temperature}]
 top_p = [1.0]
 max_tokens = {max_tokens}
+constraint = "{constraint}"
 """
 
 
@@ -62,8 +66,9 @@ class DemoOptions:
     slots: int = 4  # llama.cpp parallel slots
     seed: int = 1  # master seed of the sweep and of every resampling in the analysis
     temperature: float = 0.7
-    reply_format: str = "fewshot"
-    max_tokens: int = 16
+    reply_format: str = "number"
+    constraint: str = "grammar"  # design.constraint: none, grammar (llama.cpp GBNF, one digit) or json_schema
+    max_tokens: int = 2  # the grammar admits one digit; use 16 for fewshot and 48 for json without a constraint
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,7 @@ def run_demo(out: str | Path, options: DemoOptions = DemoOptions()) -> DemoResul
             endpoint=options.endpoint, seed=options.seed, base_url=base_url, model=model, concurrency=concurrency,
             personas=", ".join(f'"{p}"' for p in PERSONAS), reply_format=options.reply_format,
             seeds=", ".join(str(s) for s in range(1, options.seeds + 1)), temperature=options.temperature,
-            max_tokens=options.max_tokens,
+            max_tokens=options.max_tokens, constraint=options.constraint,
         ))
         result = run_sweep(parse_spec(spec_path.read_text(), source=str(spec_path)), run_dir)
         if result.interrupted:

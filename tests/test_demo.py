@@ -35,6 +35,19 @@ def test_sim_demo_parses_every_answer_and_stores_every_cell(sim_demo):
     assert responses["cell_key"].n_unique() == responses.height
 
 
+def test_sim_demo_constrains_replies_and_probes_the_endpoint(sim_demo):
+    import json
+
+    responses = pl.read_parquet(sim_demo.run_dir / "responses" / "*.parquet")
+    assert set(responses["constraint"]) == {"grammar"} and set(responses["max_tokens"]) == {2}
+    assert responses["response_text"].is_in(["1", "2", "3", "4", "5"]).all()
+    manifest = json.loads((sim_demo.run_dir / "manifest.json").read_text())
+    probe = manifest["determinism_probe"]["sim"]
+    assert probe["repeats"] == 4 and probe["max_tokens"] == 8
+    assert all(c["requests"] == 4 and c["errors"] == 0 for c in probe["conditions"])
+    assert "Determinism probe: sim" in sim_demo.report.read_text()
+
+
 def test_sim_demo_report_is_written_with_its_figures(sim_demo):
     html = sim_demo.report.read_text()
     assert sim_demo.report.name == "index.html"
