@@ -270,8 +270,8 @@ def read_dataset(run_dir: str | Path, dataset: str, columns: Iterable[str] | Non
     parts = [folder / f"part-{n:06d}.parquet" for n in _part_numbers(folder)]
     cols = None if columns is None else list(columns)
     tables = [pq.read_table(p, columns=cols) for p in parts]
-    if tables:
-        return pa.concat_tables(tables)
+    if tables:  # parts written before a column existed (e.g. ``constraint``) read it as null
+        return pa.concat_tables(tables, promote_options="default")
     schema = PROMPT_SCHEMA if dataset == "prompts" else RESPONSE_SCHEMA
     if cols is not None and dataset != "answers":
         schema = pa.schema([schema.field(c) for c in cols])

@@ -144,3 +144,25 @@ def test_a_grammar_sweep_on_llama_cpp_parses_every_reply(tmp_path: Path) -> None
     assert result.stored == 8 and result.failed == 0
     statuses = read_dataset(tmp_path / "run", "answers")["status"].to_pylist()
     assert statuses == ["ok"] * 8
+
+
+def test_parts_written_before_the_constraint_column_still_read(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    runs = {}
+    with SimServerThread(SimConfig(seed=5)) as sim:
+        for name, question in (("old", 1), ("new", 2)):
+            runs[name] = tmp_path / name
+            spec = make_spec(sim.base_url, design={"personas": ["China"], "questions": [question], "seeds": [1],
+                                                   "temperature": [0.0]})
+            run_sweep(spec, runs[name], live=False, stream=io.StringIO())
+    # "old" as written before constraints existed (no constraint column), then a newer part beside it.
+    [old_part] = sorted((runs["old"] / "responses").glob("part-*.parquet"))
+    pq.write_table(pq.read_table(old_part).drop_columns(["constraint"]), old_part)
+    for dataset in ("responses", "answers"):
+        [new_part] = sorted((runs["new"] / dataset).glob("part-*.parquet"))
+        (runs["old"] / dataset / "part-000009.parquet").write_bytes(new_part.read_bytes())
+    table = read_dataset(runs["old"], "responses")
+    assert sorted(zip(table["question"].to_pylist(), table["constraint"].to_pylist())) == [(1, None), (2, "none")]
+    answers = load_answers(runs["old"]).collect().sort("question")
+    assert answers["question"].to_list() == [1, 2] and answers["constraint"].to_list() == ["none", "none"]

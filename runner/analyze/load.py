@@ -67,7 +67,11 @@ def _joined_by_part(answers: Path, responses: Path) -> pl.LazyFrame:
         part = pl.scan_parquet(answer_path).select("cell_key", "question", "option_id", "status").join(
             cells, on="cell_key", how="left")
         slim.append(_derive(part).drop("cell_key").collect())
-    return pl.concat(slim, how="vertical_relaxed").lazy()
+    # diagonal: parts written before the constraint column existed get it as null, which means "none"
+    joined = pl.concat(slim, how="diagonal_relaxed")
+    if "constraint" in joined.columns:
+        joined = joined.with_columns(pl.col("constraint").fill_null("none"))
+    return joined.lazy()
 
 
 def _derive(lazy: pl.LazyFrame) -> pl.LazyFrame:
