@@ -120,6 +120,9 @@ def _pdist(x: np.ndarray, metric: int) -> np.ndarray:
     return out
 
 
+# Largest finite float64: "0 <= d <= _F64_MAX" is false for negatives, NaN and inf alike.
+_F64_MAX = np.finfo(np.float64).max
+
 _METRIC_CODES = {"euclidean": 0, "sqeuclidean": 1, "cityblock": 2, "chebyshev": 3, "braycurtis": 4, "cosine": 5}
 
 
@@ -190,12 +193,16 @@ def _group_row_sums(flat, square, codes, n_groups, squared):
     # Each task owns whole rows (both triangles via symmetry), so there are no write conflicts.
     n = codes.shape[0]
     out = np.zeros((n, n_groups))
+    bad = np.zeros(n, dtype=np.bool_)
     for i in numba.prange(n):
+        row_bad = False
         for j in range(n):
             if j != i:
                 d = _at(flat, square, i, j, n)
+                row_bad |= not (d >= 0.0 and d <= _F64_MAX)
                 out[i, codes[j]] += d * d if squared else d
-    return out
+        bad[i] = row_bad
+    return out, not bad.any()
 
 
 @numba.njit(inline="always")
@@ -253,8 +260,8 @@ def permanova_at_most(distances: np.ndarray, labels: np.ndarray, inverse_sizes: 
     return certain + int((permanova_within(distances, np.ascontiguousarray(labels[unsure]), inverse_sizes) <= bound).sum())
 
 
-def group_row_sums(distances: np.ndarray, codes: np.ndarray, n_groups: int, squared: bool) -> np.ndarray:
-    """(n, g): Σ_{j in group h, j≠i} d_ij (or d²_ij when squared) for every object i."""
+def group_row_sums(distances: np.ndarray, codes: np.ndarray, n_groups: int, squared: bool) -> tuple[np.ndarray, bool]:
+    """(n, g): Σ_{j in group h, j≠i} d_ij (or d²_ij when squared) for every object i; and all d finite and >= 0."""
     return _group_row_sums(distances.reshape(-1), distances.ndim == 2, codes, n_groups, squared)
 
 

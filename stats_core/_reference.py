@@ -110,15 +110,17 @@ def permanova_at_most(distances: np.ndarray, labels: np.ndarray, inverse_sizes: 
     return int((permanova_within(distances, labels, inverse_sizes) <= bound).sum())
 
 
-def group_row_sums(distances: np.ndarray, codes: np.ndarray, n_groups: int, squared: bool) -> np.ndarray:
-    """(n, g): Σ_{j in group h, j≠i} d_ij (or d²_ij when squared) for every object i."""
+def group_row_sums(distances: np.ndarray, codes: np.ndarray, n_groups: int, squared: bool) -> tuple[np.ndarray, bool]:
+    """(n, g): Σ_{j in group h, j≠i} d_ij (or d²_ij when squared) for every object i; and all d finite and >= 0."""
     n = codes.shape[0]
     out = np.zeros((n, n_groups))
+    valid = True
     for i, row in _rows(distances, n):
+        valid &= bool(np.all((row >= 0.0) & (row <= np.finfo(np.float64).max)))
         values = row * row if squared else row
         out[i] += np.bincount(codes[i + 1 :], weights=values, minlength=n_groups)
         np.add.at(out, (np.arange(i + 1, n), codes[i]), values)
-    return out
+    return out, valid
 
 
 def group_f(values: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray) -> np.ndarray:

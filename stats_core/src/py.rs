@@ -90,7 +90,7 @@ fn group_row_sums_py<'py>(
     codes: PyReadonlyArray1<'py, i32>,
     n_groups: usize,
     squared: bool,
-) -> PyResult<Bound<'py, PyArray2<f64>>> {
+) -> PyResult<(Bound<'py, PyArray2<f64>>, bool)> {
     let d = self::distances(&distances)?;
     let c = contiguous("codes", &codes)?;
     if c.len() != d.n {
@@ -98,8 +98,8 @@ fn group_row_sums_py<'py>(
     }
     codes_below("codes", c, n_groups)?;
     let c: Vec<u32> = c.iter().map(|&v| v as u32).collect();
-    let out = py.detach(|| cluster::group_row_sums(d, &c, n_groups, squared));
-    out.into_pyarray(py).reshape([d.n, n_groups])
+    let (out, valid) = py.detach(|| cluster::group_row_sums(d, &c, n_groups, squared));
+    Ok((out.into_pyarray(py).reshape([d.n, n_groups])?, valid))
 }
 
 #[pyfunction(name = "group_f")]
