@@ -17,6 +17,9 @@ def permanova_at_most(
     inverse_sizes: npt.NDArray[np.float64],
     bound: float,
 ) -> int: ...
+def permanova_observed(
+    distances: npt.NDArray[np.float64], codes: npt.NDArray[np.int32], inverse_sizes: npt.NDArray[np.float64]
+) -> tuple[float, float, bool]: ...
 def permutations(codes: npt.NDArray[np.int32], key: int, first: int, count: int) -> npt.NDArray[np.int32]: ...
 def group_row_sums(
     distances: npt.NDArray[np.float64], codes: npt.NDArray[np.int32], n_groups: int, squared: bool

@@ -177,6 +177,36 @@ def permanova_within(distances: np.ndarray, labels: np.ndarray, inverse_sizes: n
     return _permanova_within(distances.reshape(-1), distances.ndim == 2, np.ascontiguousarray(labels.T), inverse_sizes)
 
 
+@numba.njit(cache=True, parallel=True, nogil=True)
+def _permanova_observed(flat, square, codes, inverse_sizes):
+    n = codes.shape[0]
+    within = np.zeros(n)
+    total = np.zeros(n)
+    bad = np.zeros(n, dtype=np.bool_)
+    for i in numba.prange(n - 1):
+        row = _row(flat, square, i, n)
+        own = codes[i]
+        same = 0.0
+        everything = 0.0
+        row_bad = False
+        for jj in range(row.shape[0]):
+            v = row[jj]
+            row_bad |= not (v >= 0.0 and v <= _F64_MAX)
+            everything += v * v
+            if codes[i + 1 + jj] == own:
+                same += v * v
+        within[i] = same * inverse_sizes[own]
+        total[i] = everything
+        bad[i] = row_bad
+    return within.sum(), total.sum(), not bad.any()
+
+
+def permanova_observed(distances: np.ndarray, codes: np.ndarray, inverse_sizes: np.ndarray) -> tuple[float, float, bool]:
+    """One pass: (SS_W of codes (n,) int32, Σ_{i<j} d²_ij, all d finite and >= 0)."""
+    within, total, valid = _permanova_observed(distances.reshape(-1), distances.ndim == 2, codes, inverse_sizes)
+    return float(within), float(total), bool(valid)
+
+
 @numba.njit(inline="always")
 def _at(flat, square, i, j, n):
     """d_ij of a flattened condensed or square matrix (i != j)."""

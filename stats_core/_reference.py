@@ -105,6 +105,18 @@ def permanova_within(distances: np.ndarray, labels: np.ndarray, inverse_sizes: n
     return out
 
 
+def permanova_observed(distances: np.ndarray, codes: np.ndarray, inverse_sizes: np.ndarray) -> tuple[float, float, bool]:
+    """One pass: (SS_W of codes (n,) int32, Σ_{i<j} d²_ij, all d finite and >= 0)."""
+    within = total = 0.0
+    valid = True
+    for i, row in _rows(distances, codes.shape[0]):
+        valid &= bool(np.all((row >= 0.0) & (row <= np.finfo(np.float64).max)))
+        squares = row * row
+        total += float(squares.sum())
+        within += float(squares[codes[i + 1 :] == codes[i]].sum()) * inverse_sizes[codes[i]]
+    return within, total, valid
+
+
 def permanova_at_most(distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray, bound: float) -> int:
     """Number of label rows (P, n) whose SS_W is <= bound (the permutation test's count)."""
     return int((permanova_within(distances, labels, inverse_sizes) <= bound).sum())
