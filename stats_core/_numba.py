@@ -115,7 +115,12 @@ def _pdist(x: np.ndarray, metric: int) -> np.ndarray:
             elif metric == 4:
                 acc = acc / acc2
             elif metric == 5:
-                acc = min(2.0, max(0.0, 1.0 - acc / np.sqrt(acc2 * acc3)))
+                # Clamp by comparisons so a zero-norm row keeps its NaN (Python's max(0.0, nan) is 0.0).
+                acc = 1.0 - acc / np.sqrt(acc2 * acc3)
+                if acc < 0.0:
+                    acc = 0.0
+                elif acc > 2.0:
+                    acc = 2.0
             out[base + j] = acc
     return out
 
