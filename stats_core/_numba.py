@@ -115,10 +115,18 @@ def _pdist(x: np.ndarray, metric: int) -> np.ndarray:
             elif metric == 4:
                 acc = acc / acc2
             elif metric == 5:
-                acc = min(2.0, max(0.0, 1.0 - acc / np.sqrt(acc2 * acc3)))
+                # Clamp by comparisons so a zero-norm row keeps its NaN (Python's max(0.0, nan) is 0.0).
+                acc = 1.0 - acc / np.sqrt(acc2 * acc3)
+                if acc < 0.0:
+                    acc = 0.0
+                elif acc > 2.0:
+                    acc = 2.0
             out[base + j] = acc
     return out
 
+
+# Largest finite float64: "0 <= d <= _F64_MAX" is false for negatives, NaN and inf alike.
+_F64_MAX = np.finfo(np.float64).max
 
 _METRIC_CODES = {"euclidean": 0, "sqeuclidean": 1, "cityblock": 2, "chebyshev": 3, "braycurtis": 4, "cosine": 5}
 
@@ -174,6 +182,36 @@ def permanova_within(distances: np.ndarray, labels: np.ndarray, inverse_sizes: n
     return _permanova_within(distances.reshape(-1), distances.ndim == 2, np.ascontiguousarray(labels.T), inverse_sizes)
 
 
+@numba.njit(cache=True, parallel=True, nogil=True)
+def _permanova_observed(flat, square, codes, inverse_sizes):
+    n = codes.shape[0]
+    within = np.zeros(n)
+    total = np.zeros(n)
+    bad = np.zeros(n, dtype=np.bool_)
+    for i in numba.prange(n - 1):
+        row = _row(flat, square, i, n)
+        own = codes[i]
+        same = 0.0
+        everything = 0.0
+        row_bad = False
+        for jj in range(row.shape[0]):
+            v = row[jj]
+            row_bad |= not (v >= 0.0 and v <= _F64_MAX)
+            everything += v * v
+            if codes[i + 1 + jj] == own:
+                same += v * v
+        within[i] = same * inverse_sizes[own]
+        total[i] = everything
+        bad[i] = row_bad
+    return within.sum(), total.sum(), not bad.any()
+
+
+def permanova_observed(distances: np.ndarray, codes: np.ndarray, inverse_sizes: np.ndarray) -> tuple[float, float, bool]:
+    """One pass: (SS_W of codes (n,) int32, Σ_{i<j} d²_ij, all d finite and >= 0)."""
+    within, total, valid = _permanova_observed(distances.reshape(-1), distances.ndim == 2, codes, inverse_sizes)
+    return float(within), float(total), bool(valid)
+
+
 @numba.njit(inline="always")
 def _at(flat, square, i, j, n):
     """d_ij of a flattened condensed or square matrix (i != j)."""
@@ -190,12 +228,16 @@ def _group_row_sums(flat, square, codes, n_groups, squared):
     # Each task owns whole rows (both triangles via symmetry), so there are no write conflicts.
     n = codes.shape[0]
     out = np.zeros((n, n_groups))
+    bad = np.zeros(n, dtype=np.bool_)
     for i in numba.prange(n):
+        row_bad = False
         for j in range(n):
             if j != i:
                 d = _at(flat, square, i, j, n)
+                row_bad |= not (d >= 0.0 and d <= _F64_MAX)
                 out[i, codes[j]] += d * d if squared else d
-    return out
+        bad[i] = row_bad
+    return out, not bad.any()
 
 
 @numba.njit(inline="always")
@@ -253,8 +295,8 @@ def permanova_at_most(distances: np.ndarray, labels: np.ndarray, inverse_sizes: 
     return certain + int((permanova_within(distances, np.ascontiguousarray(labels[unsure]), inverse_sizes) <= bound).sum())
 
 
-def group_row_sums(distances: np.ndarray, codes: np.ndarray, n_groups: int, squared: bool) -> np.ndarray:
-    """(n, g): Σ_{j in group h, j≠i} d_ij (or d²_ij when squared) for every object i."""
+def group_row_sums(distances: np.ndarray, codes: np.ndarray, n_groups: int, squared: bool) -> tuple[np.ndarray, bool]:
+    """(n, g): Σ_{j in group h, j≠i} d_ij (or d²_ij when squared) for every object i; and all d finite and >= 0."""
     return _group_row_sums(distances.reshape(-1), distances.ndim == 2, codes, n_groups, squared)
 
 

@@ -105,20 +105,34 @@ def permanova_within(distances: np.ndarray, labels: np.ndarray, inverse_sizes: n
     return out
 
 
+def permanova_observed(distances: np.ndarray, codes: np.ndarray, inverse_sizes: np.ndarray) -> tuple[float, float, bool]:
+    """One pass: (SS_W of codes (n,) int32, Σ_{i<j} d²_ij, all d finite and >= 0)."""
+    within = total = 0.0
+    valid = True
+    for i, row in _rows(distances, codes.shape[0]):
+        valid &= bool(np.all((row >= 0.0) & (row <= np.finfo(np.float64).max)))
+        squares = row * row
+        total += float(squares.sum())
+        within += float(squares[codes[i + 1 :] == codes[i]].sum()) * inverse_sizes[codes[i]]
+    return within, total, valid
+
+
 def permanova_at_most(distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray, bound: float) -> int:
     """Number of label rows (P, n) whose SS_W is <= bound (the permutation test's count)."""
     return int((permanova_within(distances, labels, inverse_sizes) <= bound).sum())
 
 
-def group_row_sums(distances: np.ndarray, codes: np.ndarray, n_groups: int, squared: bool) -> np.ndarray:
-    """(n, g): Σ_{j in group h, j≠i} d_ij (or d²_ij when squared) for every object i."""
+def group_row_sums(distances: np.ndarray, codes: np.ndarray, n_groups: int, squared: bool) -> tuple[np.ndarray, bool]:
+    """(n, g): Σ_{j in group h, j≠i} d_ij (or d²_ij when squared) for every object i; and all d finite and >= 0."""
     n = codes.shape[0]
     out = np.zeros((n, n_groups))
+    valid = True
     for i, row in _rows(distances, n):
+        valid &= bool(np.all((row >= 0.0) & (row <= np.finfo(np.float64).max)))
         values = row * row if squared else row
         out[i] += np.bincount(codes[i + 1 :], weights=values, minlength=n_groups)
         np.add.at(out, (np.arange(i + 1, n), codes[i]), values)
-    return out
+    return out, valid
 
 
 def group_f(values: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray) -> np.ndarray:

@@ -23,6 +23,8 @@ from stats_core.errors import InvalidInputError
 
 # Label cells (permutations × n) generated per block: 16 MiB of int32.
 BLOCK_CELLS = 1 << 22
+# Permutations the compiled PERMANOVA kernel processes together (permanova.rs LANES).
+LANES = 32
 # A permuted statistic within this relative distance of the observed one counts as "at least as
 # extreme" (vegan uses an absolute EPS): p-values then do not depend on a backend's summation order.
 TIE_RTOL = 1e-9
@@ -50,6 +52,9 @@ def permuted_label_blocks(kernels: ModuleType, codes: np.ndarray, seed: int, per
     """Blocks of (≤ block, n) int32 rows: permutations 0 … permutations−1 of ``codes`` for ``seed``."""
     n = codes.shape[0]
     block = max(1, min(permutations, BLOCK_CELLS // max(n, 1)))
+    if block < permutations:
+        # Whole groups of LANES: the compiled kernel pads the last group of each block to LANES lanes.
+        block = max(LANES, block - block % LANES)
     key = permutation_key(seed)
     for start in range(0, permutations, block):
         yield kernels.permutations(codes, key, start, min(block, permutations - start))

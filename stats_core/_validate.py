@@ -33,11 +33,13 @@ def condensed_size(name: str, length: int) -> int:
     return n
 
 
-def distances(name: str, value: object) -> tuple[np.ndarray, int]:
+def distances(name: str, value: object, *, condensed_values: bool = True) -> tuple[np.ndarray, int]:
     """A distance matrix, condensed (1-D) or square (2-D), checked and returned as-is (no expansion) with n.
 
     Checks: finite, non-negative; square ones also symmetric (to 1e-12 of the largest distance) with a zero
-    diagonal. float64 C-contiguous input is used without a copy.
+    diagonal. float64 C-contiguous input is used without a copy. ``condensed_values=False`` leaves the
+    finite/non-negative check of a condensed matrix to a kernel that makes it in its own pass over the data
+    (the caller then calls ``condensed_values_check`` when the kernel reports a bad value).
     """
     try:
         arr = np.ascontiguousarray(value, dtype=np.float64)
@@ -45,9 +47,8 @@ def distances(name: str, value: object) -> tuple[np.ndarray, int]:
         raise InvalidInputError(name, f"cannot be read as numbers ({exc})") from None
     if arr.ndim == 1:
         n = condensed_size(name, arr.shape[0])
-        step = _CHECK_BLOCK_ELEMENTS
-        for start in range(0, arr.shape[0], step):
-            _finite_non_negative(name, arr[start : start + step], offset=start)
+        if condensed_values:
+            condensed_values_check(name, arr)
         return arr, n
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] < 2:
         raise InvalidInputError(name, f"expected a condensed vector or a square n x n matrix (n >= 2), got shape {arr.shape}")
@@ -71,6 +72,13 @@ def distances(name: str, value: object) -> tuple[np.ndarray, int]:
                 name, f"not symmetric: [{start + r}, {c}] = {arr[start + r, c]!r} but [{c}, {start + r}] = {arr[c, start + r]!r}"
             )
     return arr, n
+
+
+def condensed_values_check(name: str, condensed: np.ndarray) -> None:
+    """Raise naming the first NaN/inf/negative entry of a condensed distance vector (blockwise, O(block) scratch)."""
+    step = _CHECK_BLOCK_ELEMENTS
+    for start in range(0, condensed.shape[0], step):
+        _finite_non_negative(name, condensed[start : start + step], offset=start)
 
 
 def _finite_non_negative(name: str, block: np.ndarray, *, offset: int) -> None:

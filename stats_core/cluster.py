@@ -22,12 +22,15 @@ def silhouette(distances: object, labels: object, *, backend: str = "auto") -> f
     a_i: mean distance to the other members of i's cluster; b_i: smallest mean distance to another
     cluster; s_i = 0 for a cluster of one (as scikit-learn). Needs 2 ≤ clusters ≤ n − 1.
     """
-    dist, n = _validate.distances("distances", distances)
+    # The kernel checks finite/non-negative in its own pass; the full check runs only to name a bad value.
+    dist, n = _validate.distances("distances", distances, condensed_values=False)
     codes, groups, sizes = _validate.grouping("labels", labels, n)
     g = len(groups)
     if g > n - 1:
         raise InvalidInputError("labels", f"needs 2 <= clusters <= n - 1 = {n - 1}, got {g}")
-    sums = kernels(backend).group_row_sums(dist, codes, g, False)
+    sums, valid = kernels(backend).group_row_sums(dist, codes, g, False)
+    if not valid:
+        _validate.condensed_values_check("distances", dist)
     rows = np.arange(n)
     own = sizes[codes]
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -21,13 +21,6 @@ def pseudo_f(ss_total: float, ss_within: np.ndarray, n: int, g: int) -> np.ndarr
         return ((ss_total - ss_within) / (g - 1)) / (ss_within / (n - g))
 
 
-def total_sum_of_squares(distances: np.ndarray, n: int) -> float:
-    """SS_T = (1/n) Σ_{i<j} d²_ij of a condensed or square matrix (no temporary copy)."""
-    flat = distances.ravel()
-    total = float(np.dot(flat, flat))
-    return (total if distances.ndim == 1 else total / 2.0) / n
-
-
 def permanova(
     distances: object,
     grouping: object,
@@ -41,7 +34,9 @@ def permanova(
     Returns pseudo-F as ``statistic`` and the permutation ``pvalue``; ``seed`` (int) fixes the permutations,
     drawn by the counter-based generator of ``_resample``. Memory: the distances plus O(block · n) labels.
     """
-    dist, n = _validate.distances("distances", distances)
+    # One kernel pass gives the observed SS_W, Σd² and the finite/non-negative check of a condensed matrix;
+    # the separate check runs only to name a bad value.
+    dist, n = _validate.distances("distances", distances, condensed_values=False)
     codes, groups, sizes = _validate.grouping("grouping", grouping, n)
     permutations = _validate.int_at_least("permutations", permutations, 0)
     g = len(groups)
@@ -50,8 +45,10 @@ def permanova(
     seed_used = _resample.seed_value(seed)
     k_mod = kernels(backend)
     inverse_sizes = 1.0 / sizes.astype(np.float64)
-    ss_within = float(k_mod.permanova_within(dist, codes[None, :], inverse_sizes)[0])
-    observed = float(pseudo_f(total_sum_of_squares(dist, n), np.array([ss_within]), n, g)[0])
+    ss_within, squares, valid = k_mod.permanova_observed(dist, codes, inverse_sizes)
+    if not valid:
+        _validate.condensed_values_check("distances", dist)
+    observed = float(pseudo_f(squares / n, np.array([ss_within]), n, g)[0])
     # F decreases with SS_W (SS_T is fixed), so "F_perm >= F" is "SS_W_perm <= SS_W", ties within TIE_RTOL.
     bound = ss_within * (1.0 + _resample.TIE_RTOL)
     k = 0

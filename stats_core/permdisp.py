@@ -25,7 +25,7 @@ def distances_to_centroid(
 ) -> np.ndarray:
     """z_i, each object's distance to its group centroid (validated inputs; see the module docstring)."""
     g = sizes.shape[0]
-    within = kernels(backend).group_row_sums(distances, codes, g, True)[np.arange(codes.shape[0]), codes]
+    within = kernels(backend).group_row_sums(distances, codes, g, True)[0][np.arange(codes.shape[0]), codes]
     per_group = np.bincount(codes, weights=within, minlength=g) / 2.0
     n_g = sizes.astype(np.float64)[codes]
     squared = within / n_g - per_group[codes] / (n_g * n_g)

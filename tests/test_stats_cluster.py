@@ -105,3 +105,21 @@ def test_ss_h_exceeds_one_when_sets_are_further_apart_than_nations():
 def test_invalid_arguments_are_named(call, message):
     with pytest.raises(InvalidInputError, match=message):
         call()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (-1.0, r"^distances: contains a negative distance \(.*-1\.0\)+ at flat index 4$"),
+        (np.nan, r"^distances: contains a non-finite value \(.*nan\)+ at flat index 4$"),
+        (np.inf, r"^distances: contains a non-finite value \(.*inf\)+ at flat index 4$"),
+    ],
+)
+def test_silhouette_names_the_first_bad_distance(backend, bad, message):
+    # The kernel checks values while summing; the error must still name the first bad entry exactly.
+    d = ssd.pdist(np.arange(12.0).reshape(6, 2))
+    d[4] = bad
+    d[9] = -2.0
+    with pytest.raises(InvalidInputError, match=message):
+        stats_core.silhouette(d, [0, 0, 0, 1, 1, 1], backend=backend)

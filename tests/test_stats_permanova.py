@@ -175,3 +175,13 @@ def test_screened_counts_equal_exact_counts_at_and_around_the_bound():
         want = int((exact <= bound).sum())
         for kernels in (_native, _numba, _reference):
             assert kernels.permanova_at_most(d, perms, inverse_sizes, bound) == want
+
+
+@pytest.mark.parametrize("backend", ["native", "numba", "numpy"])
+@pytest.mark.parametrize(("bad", "what"), [(-1.0, "a negative distance"), (np.nan, "a non-finite value"), (np.inf, "a non-finite value")])
+def test_bad_condensed_distance_is_named_on_every_backend(backend, bad, what):
+    # The observed-statistic kernel checks the values in its pass; the message must name the first bad entry.
+    d = np.linspace(1.0, 2.0, 15)
+    d[6], d[11] = bad, -3.0
+    with pytest.raises(InvalidInputError, match=rf"^distances: contains {what} \(.*\)+ at flat index 6$"):
+        stats_core.permanova(d, [0, 0, 0, 1, 1, 1], permutations=9, seed=1, backend=backend)

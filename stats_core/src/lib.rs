@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod kendall;
 pub mod matrix;
 pub mod pdist;
+pub mod observed;
 pub mod permanova;
 pub mod permdisp;
 pub mod permute;

@@ -1,6 +1,6 @@
 //! PyO3 shims for the kernels other than Kendall's: convert arguments, check codes, release the GIL.
 use crate::matrix::Distances;
-use crate::{bootstrap, cluster, pdist, permanova, permdisp, permute};
+use crate::{bootstrap, cluster, observed, pdist, permanova, permdisp, permute};
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -50,6 +50,24 @@ fn permanova_within_py<'py>(
     Ok(py.detach(|| permanova::within_sums(d, lab, perms, inv)).into_pyarray(py))
 }
 
+#[pyfunction(name = "permanova_observed")]
+fn permanova_observed_py<'py>(
+    py: Python<'py>,
+    distances: PyReadonlyArrayDyn<'py, f64>,
+    codes: PyReadonlyArray1<'py, i32>,
+    inverse_sizes: PyReadonlyArray1<'py, f64>,
+) -> PyResult<(f64, f64, bool)> {
+    let d = self::distances(&distances)?;
+    let c = contiguous("codes", &codes)?;
+    if c.len() != d.n {
+        return Err(err(format!("codes: {} labels but the distances have n = {}", c.len(), d.n)));
+    }
+    let inv = contiguous("inverse_sizes", &inverse_sizes)?;
+    codes_below("codes", c, inv.len())?;
+    let c: Vec<u32> = c.iter().map(|&v| v as u32).collect();
+    Ok(py.detach(|| observed::observed_sums(d, &c, inv)))
+}
+
 #[pyfunction(name = "permanova_at_most")]
 fn permanova_at_most_py<'py>(
     py: Python<'py>,
@@ -90,7 +108,7 @@ fn group_row_sums_py<'py>(
     codes: PyReadonlyArray1<'py, i32>,
     n_groups: usize,
     squared: bool,
-) -> PyResult<Bound<'py, PyArray2<f64>>> {
+) -> PyResult<(Bound<'py, PyArray2<f64>>, bool)> {
     let d = self::distances(&distances)?;
     let c = contiguous("codes", &codes)?;
     if c.len() != d.n {
@@ -98,8 +116,8 @@ fn group_row_sums_py<'py>(
     }
     codes_below("codes", c, n_groups)?;
     let c: Vec<u32> = c.iter().map(|&v| v as u32).collect();
-    let out = py.detach(|| cluster::group_row_sums(d, &c, n_groups, squared));
-    out.into_pyarray(py).reshape([d.n, n_groups])
+    let (out, valid) = py.detach(|| cluster::group_row_sums(d, &c, n_groups, squared));
+    Ok((out.into_pyarray(py).reshape([d.n, n_groups])?, valid))
 }
 
 #[pyfunction(name = "group_f")]
@@ -168,6 +186,7 @@ fn cluster_spread_py<'py>(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pdist_py, m)?)?;
     m.add_function(wrap_pyfunction!(permanova_within_py, m)?)?;
+    m.add_function(wrap_pyfunction!(permanova_observed_py, m)?)?;
     m.add_function(wrap_pyfunction!(permanova_at_most_py, m)?)?;
     m.add_function(wrap_pyfunction!(permutations_py, m)?)?;
     m.add_function(wrap_pyfunction!(group_row_sums_py, m)?)?;
