@@ -50,6 +50,8 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
     design = infer_design(answers.collect_schema().names(), options.factors, options.units)
     if options.factors is None:  # inferred factors: keep those the run actually varied
         design = Design(varying(answers, design.factors), design.units)
+    if options.units is None:  # identity columns are units only where the design varied them (not null)
+        design = Design(design.factors, ("seed", *varying(answers, [u for u in design.units if u != "seed"])))
     reference = load_reference(options.reference or "hofstede-2015")
     human = load_reference(options.human_reference)
     units = unit_array(answers, design)
