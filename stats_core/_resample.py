@@ -14,12 +14,14 @@ order instead, so that its distribution equals scipy's; that is a few hundred th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
 from stats_core.errors import InvalidInputError
+from stats_core.results import PermutationTestResult
 
 # Label cells (permutations × n) generated per block: 16 MiB of int32.
 BLOCK_CELLS = 1 << 22
@@ -70,3 +72,30 @@ def count_at_least(permuted: np.ndarray, observed: float) -> int:
 def permutation_pvalue(permuted_count: int, permutations: int) -> float:
     """(k + 1) / (permutations + 1); NaN when there were no permutations."""
     return float("nan") if permutations == 0 else (permuted_count + 1) / (permutations + 1)
+
+
+def permutation_test(
+    method: str,
+    statistic: float,
+    count_block: Callable[[np.ndarray], int],
+    kernels: ModuleType,
+    codes: np.ndarray,
+    groups: Any,
+    sizes: np.ndarray,
+    seed: int,
+    permutations: int,
+    **extra: Any,
+) -> PermutationTestResult:
+    """Sum ``count_block`` (permuted statistics at least as extreme) over relabelling blocks → the result."""
+    k = sum(count_block(block) for block in permuted_label_blocks(kernels, codes, seed, permutations))
+    return PermutationTestResult(
+        method=method,
+        statistic=statistic,
+        pvalue=permutation_pvalue(k, permutations),
+        permutations=permutations,
+        n=int(codes.shape[0]),
+        groups=groups,
+        group_sizes=tuple(int(s) for s in sizes),
+        seed=seed,
+        **extra,
+    )

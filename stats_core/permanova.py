@@ -51,16 +51,7 @@ def permanova(
     observed = float(pseudo_f(squares / n, np.array([ss_within]), n, g)[0])
     # F decreases with SS_W (SS_T is fixed), so "F_perm >= F" is "SS_W_perm <= SS_W", ties within TIE_RTOL.
     bound = ss_within * (1.0 + _resample.TIE_RTOL)
-    k = 0
-    for block in _resample.permuted_label_blocks(kernels(backend), codes, seed_used, permutations):
-        k += k_mod.permanova_at_most(dist, block, inverse_sizes, bound)
-    return PermutationTestResult(
-        method="PERMANOVA",
-        statistic=observed,
-        pvalue=_resample.permutation_pvalue(k, permutations),
-        permutations=permutations,
-        n=n,
-        groups=groups,
-        group_sizes=tuple(int(s) for s in sizes),
-        seed=seed_used,
+    return _resample.permutation_test(
+        "PERMANOVA", observed, lambda block: k_mod.permanova_at_most(dist, block, inverse_sizes, bound),
+        k_mod, codes, groups, sizes, seed_used, permutations,
     )

@@ -54,17 +54,10 @@ def permdisp(
     z = distances_to_centroid(dist, codes, sizes, backend=backend)
     observed = float(group_f(z, codes[None, :], inverse_sizes)[0])
     residuals = z - (np.bincount(codes, weights=z) * inverse_sizes)[codes]
-    k = 0
-    for block in _resample.permuted_label_blocks(kernels(backend), codes, seed_used, permutations):
-        k += _resample.count_at_least(group_f(residuals, block, inverse_sizes), observed)
-    return PermutationTestResult(
-        method="PERMDISP",
-        statistic=observed,
-        pvalue=_resample.permutation_pvalue(k, permutations),
-        permutations=permutations,
-        n=n,
-        groups=groups,
-        group_sizes=tuple(int(s) for s in sizes),
-        seed=seed_used,
+    def count_block(block: np.ndarray) -> int:
+        return _resample.count_at_least(group_f(residuals, block, inverse_sizes), observed)
+
+    return _resample.permutation_test(
+        "PERMDISP", observed, count_block, kernels(backend), codes, groups, sizes, seed_used, permutations,
         distances_to_centroid=z,
     )
