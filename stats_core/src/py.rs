@@ -24,6 +24,33 @@ fn codes_below(name: &str, codes: &[i32], g: usize) -> PyResult<()> {
     }
 }
 
+/// One group code per object, checked: `n` of them (`objects` names what n counts), each below `g`.
+fn object_codes(codes: &PyReadonlyArray1<'_, i32>, n: usize, objects: &str, g: usize) -> PyResult<Vec<u32>> {
+    let c = contiguous("codes", codes)?;
+    if c.len() != n {
+        return Err(err(format!("codes: {} labels {objects}", c.len())));
+    }
+    codes_below("codes", c, g)?;
+    Ok(c.iter().map(|&v| v as u32).collect())
+}
+
+/// Permuted labels (permutations × n) and the inverse group sizes they index → (labels, sizes, permutations).
+fn permuted_labels<'a>(
+    labels: &'a PyReadonlyArray2<'_, i32>,
+    inverse_sizes: &'a PyReadonlyArray1<'_, f64>,
+    n: usize,
+    objects: &str,
+) -> PyResult<(&'a [i32], &'a [f64], usize)> {
+    let (perms, columns) = (labels.shape()[0], labels.shape()[1]);
+    if columns != n {
+        return Err(err(format!("labels: {columns} columns but {objects}")));
+    }
+    let lab = contiguous("labels", labels)?;
+    let inv = contiguous("inverse_sizes", inverse_sizes)?;
+    codes_below("labels", lab, inv.len())?;
+    Ok((lab, inv, perms))
+}
+
 #[pyfunction(name = "pdist")]
 fn pdist_py<'py>(py: Python<'py>, x: PyReadonlyArray2<'py, f64>, metric: &str) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let metric = pdist::Metric::parse(metric).map_err(err)?;
@@ -40,13 +67,7 @@ fn permanova_within_py<'py>(
     inverse_sizes: PyReadonlyArray1<'py, f64>,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let d = self::distances(&distances)?;
-    let (perms, n) = (labels.shape()[0], labels.shape()[1]);
-    if n != d.n {
-        return Err(err(format!("labels: {n} columns but the distances have n = {}", d.n)));
-    }
-    let lab = contiguous("labels", &labels)?;
-    let inv = contiguous("inverse_sizes", &inverse_sizes)?;
-    codes_below("labels", lab, inv.len())?;
+    let (lab, inv, perms) = permuted_labels(&labels, &inverse_sizes, d.n, &format!("the distances have n = {}", d.n))?;
     Ok(py.detach(|| permanova::within_sums(d, lab, perms, inv)).into_pyarray(py))
 }
 
@@ -58,13 +79,8 @@ fn permanova_observed_py<'py>(
     inverse_sizes: PyReadonlyArray1<'py, f64>,
 ) -> PyResult<(f64, f64, bool)> {
     let d = self::distances(&distances)?;
-    let c = contiguous("codes", &codes)?;
-    if c.len() != d.n {
-        return Err(err(format!("codes: {} labels but the distances have n = {}", c.len(), d.n)));
-    }
     let inv = contiguous("inverse_sizes", &inverse_sizes)?;
-    codes_below("codes", c, inv.len())?;
-    let c: Vec<u32> = c.iter().map(|&v| v as u32).collect();
+    let c = object_codes(&codes, d.n, &format!("but the distances have n = {}", d.n), inv.len())?;
     Ok(py.detach(|| observed::observed_sums(d, &c, inv)))
 }
 
@@ -77,13 +93,7 @@ fn permanova_at_most_py<'py>(
     bound: f64,
 ) -> PyResult<usize> {
     let d = self::distances(&distances)?;
-    let (perms, n) = (labels.shape()[0], labels.shape()[1]);
-    if n != d.n {
-        return Err(err(format!("labels: {n} columns but the distances have n = {}", d.n)));
-    }
-    let lab = contiguous("labels", &labels)?;
-    let inv = contiguous("inverse_sizes", &inverse_sizes)?;
-    codes_below("labels", lab, inv.len())?;
+    let (lab, inv, perms) = permuted_labels(&labels, &inverse_sizes, d.n, &format!("the distances have n = {}", d.n))?;
     Ok(py.detach(|| permanova::count_at_most(d, lab, perms, inv, bound)))
 }
 
@@ -110,12 +120,7 @@ fn group_row_sums_py<'py>(
     squared: bool,
 ) -> PyResult<(Bound<'py, PyArray2<f64>>, bool)> {
     let d = self::distances(&distances)?;
-    let c = contiguous("codes", &codes)?;
-    if c.len() != d.n {
-        return Err(err(format!("codes: {} labels but the distances have n = {}", c.len(), d.n)));
-    }
-    codes_below("codes", c, n_groups)?;
-    let c: Vec<u32> = c.iter().map(|&v| v as u32).collect();
+    let c = object_codes(&codes, d.n, &format!("but the distances have n = {}", d.n), n_groups)?;
     let (out, valid) = py.detach(|| cluster::group_row_sums(d, &c, n_groups, squared));
     Ok((out.into_pyarray(py).reshape([d.n, n_groups])?, valid))
 }
@@ -128,13 +133,8 @@ fn group_f_py<'py>(
     inverse_sizes: PyReadonlyArray1<'py, f64>,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let v = contiguous("values", &values)?;
-    let (perms, n) = (labels.shape()[0], labels.shape()[1]);
-    if n != v.len() {
-        return Err(err(format!("labels: {n} columns but {} values", v.len())));
-    }
-    let lab = contiguous("labels", &labels)?;
-    let inv = contiguous("inverse_sizes", &inverse_sizes)?;
-    codes_below("labels", lab, inv.len())?;
+    let n = v.len();
+    let (lab, inv, perms) = permuted_labels(&labels, &inverse_sizes, n, &format!("{n} values"))?;
     if inv.len() < 2 || n <= inv.len() {
         return Err(err("inverse_sizes: need 2 <= groups < n"));
     }
@@ -172,12 +172,7 @@ fn cluster_spread_py<'py>(
     n_groups: usize,
 ) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>)> {
     let (n, k) = (x.shape()[0], x.shape()[1]);
-    let c = contiguous("codes", &codes)?;
-    if c.len() != n {
-        return Err(err(format!("codes: {} labels for {n} rows", c.len())));
-    }
-    codes_below("codes", c, n_groups)?;
-    let c: Vec<u32> = c.iter().map(|&v| v as u32).collect();
+    let c = object_codes(&codes, n, &format!("for {n} rows"), n_groups)?;
     let data = contiguous("x", &x)?;
     let (centroids, spread) = py.detach(|| cluster::cluster_spread(data, n, k, &c, n_groups));
     Ok((centroids.into_pyarray(py).reshape([n_groups, k])?, spread.into_pyarray(py)))
