@@ -2,7 +2,9 @@
 
 Run: python -m benches.stats_permanova [--vegan]. Same distances, same grouping, 999 permutations; the
 statistic is checked against skbio's before timing. vegan runs in Rscript back to back on the same
-matrix (timed inside R around adonis2 only).
+matrix (timed inside R around adonis2 only). Two kinds of distances between the same 24-d points:
+Euclidean (Gower's matrix has rank 24: the factored screen) and cityblock (indefinite Gower matrix: the
+quantized screen, i.e. the O(n²) kernel every permutation).
 """
 
 from __future__ import annotations
@@ -18,17 +20,28 @@ from skbio.stats.distance import DistanceMatrix
 from skbio.stats.distance import permanova as skbio_permanova
 
 import stats_core
+from stats_core._backend import kernels
 from benches.stats_timing import load, measure
 
 PERMUTATIONS = 999
 
 
-def data(n: int) -> tuple[np.ndarray, np.ndarray]:
+def data(n: int, metric: str = "euclidean") -> tuple[np.ndarray, np.ndarray]:
     """n points in 24-d (the VSM questionnaire) in 3 groups with a small shift: condensed distances, labels."""
     rng = np.random.default_rng(n)
     labels = np.arange(n) % 3
     x = rng.normal(size=(n, 24)) + 0.02 * labels[:, None]
-    return pdist(x), labels
+    return pdist(x, metric), labels
+
+
+def screen_name(d: np.ndarray, labels: np.ndarray) -> str:
+    """Which screen stats_core's native backend picks for these distances."""
+    from stats_core import _screen, _validate
+
+    native = kernels("native")
+    codes, _, sizes = _validate.grouping("grouping", labels, labels.shape[0])
+    observed = native.permanova_observed(d, codes, 1.0 / sizes)
+    return _screen.choose(native, d, 1.0 / sizes, sizes, observed, observed[0]).name
 
 
 def vegan_seconds(d: np.ndarray, labels: np.ndarray, statistic: float) -> float:
@@ -50,14 +63,17 @@ def vegan_seconds(d: np.ndarray, labels: np.ndarray, statistic: float) -> float:
 
 def main() -> None:
     with_vegan = "--vegan" in sys.argv
-    print(f"PERMANOVA, {PERMUTATIONS} permutations, 3 groups, 24-d Euclidean; {load()}")
-    print("| n | stats_core native s (CPU s) | pair-updates/s | numba s | skbio numba s (CPU s) | native vs skbio, wall (CPU) | vegan adonis2 s | native vs vegan |")
-    print("|---|---|---|---|---|---|---|---|")
-    warm_d, warm_l = data(60)
-    skbio_permanova(DistanceMatrix(squareform(warm_d)), warm_l, permutations=9, engine="numba")
-    stats_core.permanova(warm_d, warm_l, 9, seed=1, backend="numba")
-    for n in (2000, 5000):
-        d, labels = data(n)
+    print(f"PERMANOVA, {PERMUTATIONS} permutations, 3 groups, distances between 24-d points; {load()}")
+    print("| distances (screen) | n | stats_core native s (CPU s) | pair-updates/s | numba s | numba / native | skbio numba s (CPU s) | native vs skbio, wall (CPU) | vegan adonis2 s | native vs vegan |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for metric in ("euclidean", "cityblock"):  # compile both screens' numba kernels before timing
+        warm_d, warm_l = data(60, metric)
+        skbio_permanova(DistanceMatrix(squareform(warm_d)), warm_l, permutations=9, engine="numba")
+        stats_core.permanova(warm_d, warm_l, 9, seed=1, backend="numba")
+    # and the exact kernel that rechecks permutations screened too close to call
+    kernels("numba").permanova_within(warm_d, warm_l[None, :].astype(np.int32), np.full(3, 1 / 20))
+    for metric, n in (("euclidean", 2000), ("euclidean", 5000), ("cityblock", 2000), ("cityblock", 5000)):
+        d, labels = data(n, metric)
         dm = DistanceMatrix(squareform(d))
         ours = stats_core.permanova(d, labels, PERMUTATIONS, seed=1)
         theirs = skbio_permanova(dm, labels, permutations=PERMUTATIONS, seed=1, engine="numba")
@@ -67,8 +83,9 @@ def main() -> None:
         skbio, skbio_cpu, _ = measure(lambda: skbio_permanova(dm, labels, permutations=PERMUTATIONS, seed=1, engine="numba"), repeat=2)
         updates = n * (n - 1) / 2 * (PERMUTATIONS + 1) / native
         vegan = vegan_seconds(d, labels, ours.statistic) if with_vegan and n <= 2000 else float("nan")
-        print(f"| {n} | {native:.3f} ({native_cpu:.3f}) | {updates / 1e9:.1f} G | {numba:.3f} | {skbio:.3f} ({skbio_cpu:.3f}) | "
-              f"{skbio / native:.1f}x ({skbio_cpu / native_cpu:.1f}x) | {vegan:.1f} | {vegan / native:.0f}x |")
+        print(f"| {metric} ({screen_name(d, labels)}) | {n} | {native:.3f} ({native_cpu:.3f}) | {updates / 1e9:.1f} G | {numba:.3f} | "
+              f"{numba / native:.1f}x | {skbio:.3f} ({skbio_cpu:.3f}) | {skbio / native:.1f}x ({skbio_cpu / native_cpu:.1f}x) | "
+              f"{vegan:.1f} | {vegan / native:.0f}x |")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import numpy as np
 import stats_core
 from benches.stats_permanova import PERMUTATIONS, data
 from benches.stats_timing import load, measure
-from stats_core import _resample, _validate
+from stats_core import _resample, _screen, _validate
 from stats_core._backend import kernels
 
 
@@ -26,12 +26,17 @@ def main() -> None:
         inv = 1.0 / sizes.astype(np.float64)
         key = _resample.permutation_key(1)
         perms = native.permutations(codes, key, 0, PERMUTATIONS)
-        ss_within = native.permanova_observed(d, codes, inv)[0]
+        observed = native.permanova_observed(d, codes, inv)
+        bound = observed[0] * (1 + _resample.TIE_RTOL)
+        screen = _screen.choose(native, d, inv, sizes, observed, bound)
+        quantized = _screen.quantized(native, d, inv, sizes, observed[2], bound)
         steps = {
             "whole permanova call": lambda: stats_core.permanova(d, labels, PERMUTATIONS, seed=1, backend="native"),
-            "observed SS_W + Σd² + value check (one pass)": lambda: native.permanova_observed(d, codes, inv),
+            "observed SS_W, Σd², max d², row sums, value check (one pass)": lambda: native.permanova_observed(d, codes, inv),
             "permutations": lambda: native.permutations(codes, key, 0, PERMUTATIONS),
-            "permutation kernel (f32 screen + f64 recheck)": lambda: native.permanova_at_most(d, perms, inv, ss_within * (1 + 1e-9)),
+            "choose the screen (Gower factor + residual pass)": lambda: _screen.choose(native, d, inv, sizes, observed, bound),
+            f"count with the chosen ({screen.name}) screen": lambda: _screen.count_at_most(native, d, perms, inv, bound, screen),
+            "count with the quantized screen": lambda: _screen.count_at_most(native, d, perms, inv, bound, quantized),
         }
         for name, fn in steps.items():
             wall, cpu, _ = measure(fn, repeat=7)

@@ -183,33 +183,49 @@ def permanova_within(distances: np.ndarray, labels: np.ndarray, inverse_sizes: n
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
-def _permanova_observed(flat, square, codes, inverse_sizes):
+def _permanova_observed(flat, square, codes, inverse_sizes, blocks):
+    # Each task takes every blocks-th row (interleaved, so tasks have similar work) and adds its rows' d²
+    # to the later objects' sums in its own vector; the vectors are added at the end.
     n = codes.shape[0]
-    within = np.zeros(n)
-    total = np.zeros(n)
-    bad = np.zeros(n, dtype=np.bool_)
-    for i in numba.prange(n - 1):
-        row = _row(flat, square, i, n)
-        own = codes[i]
-        same = 0.0
+    within = np.zeros(blocks)
+    total = np.zeros(blocks)
+    largest = np.zeros(blocks)
+    bad = np.zeros(blocks, dtype=np.bool_)
+    sums = np.zeros((blocks, n))
+    for b in numba.prange(blocks):
+        acc = sums[b]
+        w = 0.0
         everything = 0.0
-        row_bad = False
-        for jj in range(row.shape[0]):
-            v = row[jj]
-            row_bad |= not (v >= 0.0 and v <= _F64_MAX)
-            everything += v * v
-            if codes[i + 1 + jj] == own:
-                same += v * v
-        within[i] = same * inverse_sizes[own]
-        total[i] = everything
-        bad[i] = row_bad
-    return within.sum(), total.sum(), not bad.any()
+        top = 0.0
+        block_bad = False
+        for i in range(b, n - 1, blocks):
+            row = _row(flat, square, i, n)
+            own = codes[i]
+            same = 0.0
+            row_total = 0.0
+            for jj in range(row.shape[0]):
+                v = row[jj]
+                block_bad |= not (v >= 0.0 and v <= _F64_MAX)
+                row_total += v * v
+                top = max(top, v * v)
+                acc[i + 1 + jj] += v * v
+                if codes[i + 1 + jj] == own:
+                    same += v * v
+            w += same * inverse_sizes[own]
+            everything += row_total
+            acc[i] += row_total
+        within[b] = w
+        total[b] = everything
+        largest[b] = top
+        bad[b] = block_bad
+    return within.sum(), total.sum(), largest.max(), sums.sum(axis=0), not bad.any()
 
 
-def permanova_observed(distances: np.ndarray, codes: np.ndarray, inverse_sizes: np.ndarray) -> tuple[float, float, bool]:
-    """One pass: (SS_W of codes (n,) int32, Σ_{i<j} d²_ij, all d finite and >= 0)."""
-    within, total, valid = _permanova_observed(distances.reshape(-1), distances.ndim == 2, codes, inverse_sizes)
-    return float(within), float(total), bool(valid)
+def permanova_observed(distances: np.ndarray, codes: np.ndarray, inverse_sizes: np.ndarray) -> tuple[float, float, float, np.ndarray, bool]:
+    """One pass: (SS_W of codes (n,) int32, Σ_{i<j} d²_ij, max d²_ij, Σ_j d²_ij per object (n,), all d finite and >= 0)."""
+    blocks = 4 * numba.get_num_threads()
+    within, total, largest, row_sums, valid = _permanova_observed(distances.reshape(-1), distances.ndim == 2, codes, inverse_sizes, blocks)
+    return float(within), float(total), float(largest), row_sums, bool(valid)
 
 
 @numba.njit(inline="always")
@@ -240,59 +256,122 @@ def _group_row_sums(flat, square, codes, n_groups, squared):
     return out, not bad.any()
 
 
+# Columns summed in uint32 before moving to uint64: 256 values q <= 2**23 fit (src/screen.rs).
+_SCREEN_COLUMNS = 256
+
+
 @numba.njit(inline="always")
-def _screen_row(flat, square, labels_t, inverse_sizes, i, n, rsum, seg, partial):
-    """Row i's within-group d² in f32, flushed to f64 every 64 columns (as the native kernel)."""
-    perms = rsum.shape[0]
+def _quantized_row(flat, square, labels_t, inverse_sizes, scale, i, n, seg, total, partial):
+    """Row i's within-group Σ round(d² · scale) per permutation, exact in integers, weighted 1/n_g into partial."""
+    perms = seg.shape[0]
     for p in range(perms):
-        rsum[p] = 0.0
-        seg[p] = 0.0
+        seg[p] = 0
+        total[p] = 0
     row = _row(flat, square, i, n)
     own = labels_t[i]
-    zero = np.float32(0.0)
+    zero = np.uint32(0)
     for jj in range(row.shape[0]):
-        d2 = np.float32(row[jj] * row[jj])
+        q = np.uint32(np.rint(row[jj] * row[jj] * scale))
         lab = labels_t[i + 1 + jj]
         for p in range(perms):
-            seg[p] += d2 if lab[p] == own[p] else zero
-        if jj % 64 == 63 or jj == row.shape[0] - 1:
+            seg[p] += q if lab[p] == own[p] else zero
+        if jj % _SCREEN_COLUMNS == _SCREEN_COLUMNS - 1 or jj == row.shape[0] - 1:
             for p in range(perms):
-                rsum[p] += np.float64(seg[p])
-                seg[p] = 0.0
+                total[p] += seg[p]
+                seg[p] = 0
     for p in range(perms):
-        partial[p] += rsum[p] * inverse_sizes[own[p]]
+        partial[p] += np.float64(total[p]) * inverse_sizes[own[p]]
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
-def _permanova_screen(flat, square, labels_t, inverse_sizes):
+def _permanova_quantized(flat, square, labels_t, inverse_sizes, scale):
     n, perms = labels_t.shape
     rows = n - 1
     tasks = (rows + 1) // 2
     partials = np.zeros((tasks, perms))
     for t in numba.prange(tasks):
-        rsum = np.empty(perms)
-        seg = np.empty(perms, dtype=np.float32)
-        _screen_row(flat, square, labels_t, inverse_sizes, t, n, rsum, seg, partials[t])
+        seg = np.empty(perms, dtype=np.uint32)
+        total = np.empty(perms, dtype=np.uint64)
+        _quantized_row(flat, square, labels_t, inverse_sizes, scale, t, n, seg, total, partials[t])
         if rows - 1 - t != t:
-            _screen_row(flat, square, labels_t, inverse_sizes, rows - 1 - t, n, rsum, seg, partials[t])
-    return partials.sum(axis=0)
+            _quantized_row(flat, square, labels_t, inverse_sizes, scale, rows - 1 - t, n, seg, total, partials[t])
+    return partials.sum(axis=0) / scale
 
 
-# Relative error bound of the f32 screen (63·2⁻²⁴ per 64-term segment + 2⁻²⁴), with a factor 2.5 spare;
-# the derivation is in src/permanova.rs (SCREEN_MARGIN).
-_SCREEN_MARGIN = 1e-5
+def permanova_quantized(distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray, scale: float) -> np.ndarray:
+    """Screened SS_W of each label row (P, n): Σ_g (1/n_g) Σ_{i<j ∈ g} round(d²_ij · scale) / scale → (P,)."""
+    # Object-major labels in the narrowest integer type: each row streams every later object's labels.
+    narrow = np.int8 if inverse_sizes.shape[0] <= 127 else np.int16 if inverse_sizes.shape[0] <= 32767 else np.int32
+    labels_t = np.ascontiguousarray(labels.T.astype(narrow))
+    return _permanova_quantized(distances.reshape(-1), distances.ndim == 2, labels_t, inverse_sizes, scale)
 
 
-def permanova_at_most(distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray, bound: float) -> int:
-    """Number of label rows (P, n) whose SS_W is <= bound: f32 screen, f64 recheck near the bound."""
-    if inverse_sizes.shape[0] > 127:
-        return int((permanova_within(distances, labels, inverse_sizes) <= bound).sum())
-    screened = _permanova_screen(distances.reshape(-1), distances.ndim == 2, np.ascontiguousarray(labels.T.astype(np.int8)), inverse_sizes)
-    certain = int((screened < bound * (1.0 - _SCREEN_MARGIN)).sum())
-    unsure = (screened >= bound * (1.0 - _SCREEN_MARGIN)) & (screened <= bound * (1.0 + _SCREEN_MARGIN))
-    if not unsure.any():
-        return certain
-    return certain + int((permanova_within(distances, np.ascontiguousarray(labels[unsure]), inverse_sizes) <= bound).sum())
+@numba.njit(cache=True, parallel=True, nogil=True)
+def _permanova_factored(factor, labels, inverse_sizes):
+    n, k = factor.shape
+    g = inverse_sizes.shape[0]
+    out = np.empty(labels.shape[0])
+    for p in numba.prange(labels.shape[0]):
+        sums = np.zeros((g, k))
+        for i in range(n):
+            c = labels[p, i]
+            for t in range(k):
+                sums[c, t] += factor[i, t]
+        s = 0.0
+        for c in range(g):
+            norm = 0.0
+            for t in range(k):
+                norm += sums[c, t] * sums[c, t]
+            s += inverse_sizes[c] * norm
+        out[p] = s
+    return out
+
+
+def permanova_factored(factor: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray) -> np.ndarray:
+    """Σ_g (1/n_g) ‖Σ_{i∈g} y_i‖² for each label row (P, n) of the factor Y (n, k) → (P,)."""
+    return _permanova_factored(factor, labels, inverse_sizes)
+
+
+@numba.njit(inline="always")
+def _residual_row(flat, square, factor, factor_t, means, grand, i, n, dots):
+    """max_j>i |G_ij − y_i·y_j|: the dot products accumulate factor column by factor column (vectorizes)."""
+    row = _row(flat, square, i, n)
+    m = n - i - 1
+    for jj in range(m):
+        dots[jj] = 0.0
+    for t in range(factor.shape[1]):
+        a = factor[i, t]
+        col = factor_t[t, i + 1 :]
+        for jj in range(m):
+            dots[jj] += a * col[jj]
+    w = 0.0
+    later = means[i + 1 :]
+    for jj in range(m):
+        w = max(w, abs(-0.5 * (row[jj] * row[jj] - means[i] - later[jj] + grand) - dots[jj]))
+    return w
+
+
+@numba.njit(cache=True, parallel=True, nogil=True)
+def _gower_residual(flat, square, factor, factor_t, means, grand):
+    # Row t paired with row n−2−t so every task has ~n pairs.
+    n = factor.shape[0]
+    rows = n - 1
+    tasks = (rows + 1) // 2
+    worst = np.zeros(max(tasks, 1))
+    for t in numba.prange(tasks):
+        dots = np.empty(n)
+        w = _residual_row(flat, square, factor, factor_t, means, grand, t, n, dots)
+        if rows - 1 - t != t:
+            w = max(w, _residual_row(flat, square, factor, factor_t, means, grand, rows - 1 - t, n, dots))
+        worst[t] = w
+    return worst.max()
+
+
+def gower_residual(distances: np.ndarray, factor: np.ndarray, means: np.ndarray, grand: float) -> float:
+    """max_{i<j} |G_ij − y_i·y_j|, G_ij = −½(d²_ij − m_i − m_j + grand); NaN if the factor or means are not finite."""
+    if not (np.isfinite(factor).all() and np.isfinite(means).all() and np.isfinite(grand)):
+        return float("nan")
+    return float(_gower_residual(distances.reshape(-1), distances.ndim == 2, factor, np.ascontiguousarray(factor.T), means, grand))
 
 
 def group_row_sums(distances: np.ndarray, codes: np.ndarray, n_groups: int, squared: bool) -> tuple[np.ndarray, bool]:

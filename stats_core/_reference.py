@@ -105,21 +105,50 @@ def permanova_within(distances: np.ndarray, labels: np.ndarray, inverse_sizes: n
     return out
 
 
-def permanova_observed(distances: np.ndarray, codes: np.ndarray, inverse_sizes: np.ndarray) -> tuple[float, float, bool]:
-    """One pass: (SS_W of codes (n,) int32, Σ_{i<j} d²_ij, all d finite and >= 0)."""
-    within = total = 0.0
+def permanova_observed(distances: np.ndarray, codes: np.ndarray, inverse_sizes: np.ndarray) -> tuple[float, float, float, np.ndarray, bool]:
+    """One pass: (SS_W of codes (n,) int32, Σ_{i<j} d²_ij, max d²_ij, Σ_j d²_ij per object (n,), all d finite and >= 0)."""
+    within = total = largest = 0.0
+    row_sums = np.zeros(codes.shape[0])
     valid = True
     for i, row in _rows(distances, codes.shape[0]):
         valid &= bool(np.all((row >= 0.0) & (row <= np.finfo(np.float64).max)))
         squares = row * row
         total += float(squares.sum())
+        largest = max(largest, float(squares.max(initial=0.0)))
+        row_sums[i] += squares.sum()
+        row_sums[i + 1 :] += squares
         within += float(squares[codes[i + 1 :] == codes[i]].sum()) * inverse_sizes[codes[i]]
-    return within, total, valid
+    return within, total, largest, row_sums, valid
 
 
-def permanova_at_most(distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray, bound: float) -> int:
-    """Number of label rows (P, n) whose SS_W is <= bound (the permutation test's count)."""
-    return int((permanova_within(distances, labels, inverse_sizes) <= bound).sum())
+def permanova_quantized(distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray, scale: float) -> np.ndarray:
+    """Screened SS_W of each label row (P, n): Σ_g (1/n_g) Σ_{i<j ∈ g} round(d²_ij · scale) / scale → (P,)."""
+    out = np.zeros(labels.shape[0])
+    for i, row in _rows(distances, labels.shape[1]):
+        q = np.rint(row * row * scale).astype(np.int64)
+        same = labels[:, i + 1 :] == labels[:, i : i + 1]
+        out += (same @ q) * inverse_sizes[labels[:, i]]
+    return out / scale
+
+
+def permanova_factored(factor: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray) -> np.ndarray:
+    """Σ_g (1/n_g) ‖Σ_{i∈g} y_i‖² for each label row (P, n) of the factor Y (n, k) → (P,)."""
+    out = np.zeros(labels.shape[0])
+    for c, w in enumerate(inverse_sizes):
+        sums = (labels == c).astype(np.float64) @ factor
+        out += w * (sums * sums).sum(axis=1)
+    return out
+
+
+def gower_residual(distances: np.ndarray, factor: np.ndarray, means: np.ndarray, grand: float) -> float:
+    """max_{i<j} |G_ij − y_i·y_j|, G_ij = −½(d²_ij − m_i − m_j + grand); NaN if the factor or means are not finite."""
+    if not (np.isfinite(factor).all() and np.isfinite(means).all() and np.isfinite(grand)):
+        return float("nan")
+    worst = 0.0
+    for i, row in _rows(distances, factor.shape[0]):
+        g = -0.5 * (row * row - means[i] - means[i + 1 :] + grand)
+        worst = max(worst, float(np.abs(g - factor[i + 1 :] @ factor[i]).max(initial=0.0)))
+    return worst
 
 
 def group_row_sums(distances: np.ndarray, codes: np.ndarray, n_groups: int, squared: bool) -> tuple[np.ndarray, bool]:

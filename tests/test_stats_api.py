@@ -9,7 +9,7 @@ from pathlib import Path
 import stats_core
 from stats_core import _native, _numba, _reference
 
-KERNELS = {"bootstrap_kendall", "cluster_spread", "group_f", "group_row_sums", "kendall_tau_b_rows", "pdist", "permanova_at_most", "permanova_observed", "permanova_within", "permutations"}
+KERNELS = {"bootstrap_kendall", "cluster_spread", "gower_residual", "group_f", "group_row_sums", "kendall_tau_b_rows", "pdist", "permanova_factored", "permanova_observed", "permanova_quantized", "permanova_within", "permutations"}
 
 
 def test_all_is_sorted_and_complete():

@@ -158,23 +158,100 @@ def test_invalid_arguments_are_named(labels, permutations, seed, message):
         stats_core.permanova(d, labels, permutations, seed=seed)
 
 
-def test_screened_counts_equal_exact_counts_at_and_around_the_bound():
-    # The native and numba kernels screen in f32 and recheck near the bound in f64; put the bound exactly
-    # on permuted values (and a hair either side) so the recheck decides, and compare with exact counts.
-    from stats_core import _native, _numba, _reference
-
+def _screen_case(kind: str, n: int = 300) -> np.ndarray:
+    """Condensed distances of one kind: low-rank Euclidean, full-rank cityblock, adversarial variants."""
     rng = np.random.default_rng(21)
-    n = 400
-    d = ssd.pdist(rng.normal(size=(n, 5)))
+    x = rng.normal(size=(n, 5))
+    d = ssd.pdist(x, "cityblock" if kind in ("cityblock", "outlier", "ties", "tiny") else "euclidean")
+    if kind == "outlier":
+        d[17] = 1e6  # one huge distance: coarse quanta, many rechecks
+    elif kind == "ties":
+        d = np.round(d)
+    elif kind == "tiny":
+        d = d * 1e-160  # subnormal squares: no usable scale
+    elif kind == "zero":
+        d = np.zeros_like(d)
+    elif kind == "indefinite":
+        d = ssd.pdist(x, "braycurtis")
+    return d
+
+
+@pytest.mark.parametrize("kind", ["euclidean", "cityblock", "outlier", "ties", "tiny", "zero", "indefinite"])
+def test_screened_counts_equal_exact_counts_at_and_around_the_bound(kind):
+    # Every backend's screen (factored where Gower's matrix has low rank, else quantized) decides most
+    # permutations and rechecks the rest exactly; put the bound exactly on permuted values (and a hair
+    # either side) so the recheck decides, and compare with exact counts.
+    from stats_core import _native, _numba, _reference, _screen
+
+    d = _screen_case(kind)
+    n = 300
     codes = (np.arange(n) % 3).astype(np.int32)
     perms = _reference.permutations(codes, 77, 0, 64)
-    inverse_sizes = 1.0 / np.bincount(codes)
+    sizes = np.bincount(codes)
+    inverse_sizes = 1.0 / sizes
     exact = _reference.permanova_within(d, perms, inverse_sizes)
+    observed = _reference.permanova_observed(d, codes, inverse_sizes)
     # (offsets of 1e-12 stay clear of the last-bit differences between the backends' f64 summation orders)
     for bound in (np.median(exact), np.sort(exact)[5] * (1 + 1e-12), np.sort(exact)[40] * (1 - 1e-12), exact.min() * (1 + 1e-12)):
         want = int((exact <= bound).sum())
         for kernels in (_native, _numba, _reference):
-            assert kernels.permanova_at_most(d, perms, inverse_sizes, bound) == want
+            screen = _screen.choose(kernels, d, inverse_sizes, sizes, observed, bound)
+            assert screen.name == ("factored" if kind == "euclidean" else "quantized"), kernels.__name__
+            assert _screen.count_at_most(kernels, d, perms, inverse_sizes, bound, screen) == want, kernels.__name__
+
+
+@pytest.mark.parametrize("kind", ["euclidean", "cityblock", "outlier", "indefinite"])
+def test_screens_stay_within_their_margin_and_agree_across_backends(kind):
+    # The margin is the screen's whole correctness argument: check it against exact SS_W on every
+    # permutation, and that the three backends compute the same screened values.
+    from stats_core import _native, _numba, _reference, _screen
+
+    d = _screen_case(kind)
+    codes = (np.arange(300) % 4).astype(np.int32)
+    perms = _reference.permutations(codes, 5, 0, 40)
+    sizes = np.bincount(codes)
+    inverse_sizes = 1.0 / sizes
+    exact = _reference.permanova_within(d, perms, inverse_sizes)
+    observed = _reference.permanova_observed(d, codes, inverse_sizes)
+    screens = [_screen.choose(k, d, inverse_sizes, sizes, observed, float(np.median(exact))) for k in (_native, _numba, _reference)]
+    values = [s.within(perms) for s in screens]
+    for screen, value in zip(screens, values):
+        assert np.all(np.abs(value - exact) <= screen.margin)
+        np.testing.assert_allclose(value, values[2], rtol=1e-11)
+    if kind == "euclidean":
+        # points in 5 dimensions: rank 5, and a margin near rounding level
+        assert screens[0].margin < 1e-8 * exact.mean()
+
+
+def test_screen_margins_are_tight_enough_to_decide_almost_every_permutation():
+    # The point of the screens: on ordinary data the margin is far below the spread of SS_W over
+    # permutations (~1e-4 relative here), so almost nothing is recomputed.
+    from stats_core import _native, _screen
+
+    rng = np.random.default_rng(5)
+    codes = (np.arange(2000) % 3).astype(np.int32)
+    sizes = np.bincount(codes)
+    for metric, name, relative in (("euclidean", "factored", 1e-8), ("cityblock", "quantized", 5e-7)):
+        d = ssd.pdist(rng.normal(size=(2000, 24)), metric)
+        observed = _native.permanova_observed(d, codes, 1.0 / sizes)
+        screen = _screen.choose(_native, d, 1.0 / sizes, sizes, observed, observed[0])
+        assert screen.name == name
+        assert screen.margin / observed[0] < relative
+
+
+def test_observed_pass_gives_row_sums_and_largest_square_on_every_backend():
+    from stats_core import _native, _numba, _reference
+
+    rng = np.random.default_rng(8)
+    d = ssd.pdist(rng.normal(size=(57, 3)))
+    square = ssd.squareform(d)
+    codes = (np.arange(57) % 2).astype(np.int32)
+    for kernels in (_native, _numba, _reference):
+        for matrix in (d, square):
+            within, total, largest, row_sums, valid = kernels.permanova_observed(matrix, codes, 1.0 / np.bincount(codes))
+            np.testing.assert_allclose(row_sums, (square**2).sum(axis=1), rtol=1e-12)
+            assert largest == (d**2).max() and valid
+            assert total == pytest.approx((d**2).sum(), rel=1e-12)
 
 
 @pytest.mark.parametrize("backend", ["native", "numba", "numpy"])

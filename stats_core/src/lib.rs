@@ -9,6 +9,7 @@ pub mod simd;
 
 pub mod bootstrap;
 pub mod cluster;
+pub mod factored;
 pub mod kendall;
 pub mod matrix;
 pub mod pdist;
@@ -16,6 +17,7 @@ pub mod observed;
 pub mod permanova;
 pub mod permdisp;
 pub mod permute;
+pub mod screen;
 mod py;
 
 /// The private compiled module `stats_core._native`; only `stats_core/_backend.py` imports it.

@@ -1,4 +1,5 @@
-//! PERMANOVA's within-group sum of squares SS_W = Σ_g (1/n_g) Σ_{i<j ∈ g} d²_ij for blocks of permutations.
+//! PERMANOVA's within-group sum of squares SS_W = Σ_g (1/n_g) Σ_{i<j ∈ g} d²_ij for blocks of permutations,
+//! exactly in f64 (the screens in `screen.rs` and `factored.rs` decide most permutations more cheaply).
 //!
 //! Design (chosen by measurement against a GEMM form): every distance is loaded once per tile and applied
 //! to all permutations of the block. Permutations are grouped LANES at a time with their labels stored
@@ -40,18 +41,20 @@ impl Label for u32 {
 }
 
 /// Labels regrouped as [chunk][object][lane]; lanes past the last permutation repeat permutation 0.
-fn pack<T: Label>(labels: &[i32], perms: usize, n: usize) -> Vec<T> {
+pub fn pack<T: Label>(labels: &[i32], perms: usize, n: usize) -> Vec<T> {
     let chunks = perms.div_ceil(LANES);
     let mut out = vec![T::default(); chunks * n * LANES];
-    for c in 0..chunks {
-        for q in 0..LANES {
+    out.par_chunks_mut(n * LANES).enumerate().for_each(|(c, chunk)| {
+        let rows: [&[i32]; LANES] = std::array::from_fn(|q| {
             let p = if c * LANES + q < perms { c * LANES + q } else { 0 };
-            let src = &labels[p * n..(p + 1) * n];
-            for (j, &code) in src.iter().enumerate() {
-                out[(c * n + j) * LANES + q] = T::from_code(code);
+            &labels[p * n..(p + 1) * n]
+        });
+        for (j, lanes) in chunk.chunks_exact_mut(LANES).enumerate() {
+            for (lane, row) in lanes.iter_mut().zip(&rows) {
+                *lane = T::from_code(row[j]);
             }
         }
-    }
+    });
     out
 }
 
@@ -67,26 +70,6 @@ fn row_tile<T: Label>(row: &[f64], labels: &[T], own: &[T; LANES]) -> [f64; LANE
         }
     }
     acc
-}
-
-/// `row_tile` in f32 for screening (see `count_at_most`): the same select-and-add per lane, in f32, over
-/// segments of SEGMENT columns whose sums are then added in f64 — which bounds the relative error.
-#[inline(always)]
-fn row_tile_f32<T: Label>(row: &[f64], labels: &[T], own: &[T; LANES]) -> [f64; LANES] {
-    let mut total = [0.0f64; LANES];
-    for (seg, lseg) in row.chunks(SEGMENT).zip(labels.chunks(SEGMENT * LANES)) {
-        let mut acc = [0.0f32; LANES];
-        for (d, lj) in seg.iter().zip(lseg.chunks_exact(LANES)) {
-            let d2 = (d * d) as f32;
-            for q in 0..LANES {
-                acc[q] += if lj[q] == own[q] { d2 } else { 0.0 };
-            }
-        }
-        for q in 0..LANES {
-            total[q] += f64::from(acc[q]);
-        }
-    }
-    total
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -127,59 +110,10 @@ mod avx2 {
         out
     }
 
-    /// `row_tile_f32` with AVX2: as `row_tile_u8`, on eight f32 lanes per register (4 blends per pair),
-    /// flushing the f32 sums into f64 every SEGMENT columns exactly as the portable version does.
+    /// `super::task` for byte labels with the AVX2 tile.
     #[target_feature(enable = "avx2")]
-    pub unsafe fn row_tile_u8_f32(row: &[f64], labels: &[u8], own: &[u8; LANES]) -> [f64; LANES] {
-        assert!(labels.len() >= row.len() * LANES);
-        let ov = _mm256_loadu_si256(own.as_ptr() as *const __m256i);
-        let lp = labels.as_ptr();
-        let zero = _mm256_setzero_ps();
-        let mut total = [0.0f64; LANES];
-        let mut start = 0;
-        while start < row.len() {
-            let end = (start + super::SEGMENT).min(row.len());
-            let mut acc = [zero; 4];
-            for j in start..end {
-                let d = row[j];
-                let d2 = _mm256_set1_ps((d * d) as f32);
-                let mut m = _mm256_cmpeq_epi8(_mm256_loadu_si256(lp.add(j * LANES) as *const __m256i), ov);
-                for (s, a) in acc.iter_mut().enumerate() {
-                    if s > 0 {
-                        m = _mm256_slli_epi32::<8>(m);
-                    }
-                    *a = _mm256_add_ps(*a, _mm256_blendv_ps(zero, d2, _mm256_castsi256_ps(m)));
-                }
-            }
-            // acc[s] lane k holds permutation 4k + 3 − s
-            for (s, a) in acc.iter().enumerate() {
-                let mut lanes = [0.0f32; 8];
-                _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
-                for (k, v) in lanes.iter().enumerate() {
-                    total[4 * k + 3 - s] += f64::from(*v);
-                }
-            }
-            start = end;
-        }
-        total
-    }
-
-    /// `super::task` for byte labels with the AVX2 tile (f64, or f32 when `screen`).
-    #[target_feature(enable = "avx2")]
-    pub unsafe fn task_u8(
-        d: crate::matrix::Distances<'_>,
-        packed: &[u8],
-        inv: &[f64],
-        r0: usize,
-        r1: usize,
-        out: &mut [f64],
-        screen: bool,
-    ) {
-        if screen {
-            super::task(d, packed, inv, r0, r1, out, |r, l, o| unsafe { row_tile_u8_f32(r, l, o) })
-        } else {
-            super::task(d, packed, inv, r0, r1, out, |r, l, o| unsafe { row_tile_u8(r, l, o) })
-        }
+    pub unsafe fn task_u8(d: crate::matrix::Distances<'_>, packed: &[u8], inv: &[f64], r0: usize, r1: usize, out: &mut [f64]) {
+        super::task(d, packed, inv, r0, r1, out, |r, l, o| unsafe { row_tile_u8(r, l, o) })
     }
 }
 
@@ -217,17 +151,13 @@ fn task<T: Label, F: Fn(&[f64], &[T], &[T; LANES]) -> [f64; LANES]>(
     }
 }
 
-fn task_u8(d: Distances<'_>, packed: &[u8], inv: &[f64], r0: usize, r1: usize, out: &mut [f64], screen: bool) {
+fn task_u8(d: Distances<'_>, packed: &[u8], inv: &[f64], r0: usize, r1: usize, out: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { avx2::task_u8(d, packed, inv, r0, r1, out, screen) };
+        return unsafe { avx2::task_u8(d, packed, inv, r0, r1, out) };
     }
-    if screen {
-        task(d, packed, inv, r0, r1, out, row_tile_f32::<u8>)
-    } else {
-        task(d, packed, inv, r0, r1, out, row_tile::<u8>)
-    }
+    task(d, packed, inv, r0, r1, out, row_tile::<u8>)
 }
 
 fn task_u32(d: Distances<'_>, packed: &[u32], inv: &[f64], r0: usize, r1: usize, out: &mut [f64]) {
@@ -236,42 +166,6 @@ fn task_u32(d: Distances<'_>, packed: &[u32], inv: &[f64], r0: usize, r1: usize,
 
 /// SS_W for each of `perms` label rows (`labels` is perms × n row-major codes 0..g−1; `inv` = 1/n_g).
 pub fn within_sums(d: Distances<'_>, labels: &[i32], perms: usize, inv: &[f64]) -> Vec<f64> {
-    sums(d, labels, perms, inv, false)
-}
-
-/// Columns summed in f32 before the partial sum moves to f64.
-const SEGMENT: usize = 64;
-
-/// Relative error bound of a screened SS_W: each f32 partial sums at most SEGMENT non-negative terms, so
-/// it is within γ₆₃ = 63·2⁻²⁴/(1 − 63·2⁻²⁴) ≈ 3.8e-6 of its exact value, plus 2⁻²⁴ for rounding d² to
-/// f32; the f64 sums of partials add ~1e-16 each. 1e-5 leaves a factor 2.5 spare. (The spread of SS_W
-/// over permutations is ~1e-4 relative at n = 5000, so the margin must be this tight for few rechecks.)
-const SCREEN_MARGIN: f64 = 1e-5;
-
-/// Number of label rows whose SS_W is ≤ `bound`, exactly as `within_sums` would decide it.
-///
-/// All rows are first computed in f32 (twice the lanes per instruction); only rows whose screened value
-/// falls within SCREEN_MARGIN of `bound` — where the f32 error could flip the decision — are recomputed
-/// in f64. The count is therefore the f64 count.
-pub fn count_at_most(d: Distances<'_>, labels: &[i32], perms: usize, inv: &[f64], bound: f64) -> usize {
-    let n = d.n;
-    let screened = sums(d, labels, perms, inv, inv.len() <= 256);
-    let mut count = 0;
-    let mut unsure = Vec::new();
-    for (p, &s) in screened.iter().enumerate() {
-        if s < bound * (1.0 - SCREEN_MARGIN) {
-            count += 1;
-        } else if s <= bound * (1.0 + SCREEN_MARGIN) {
-            unsure.extend_from_slice(&labels[p * n..(p + 1) * n]);
-        }
-    }
-    if !unsure.is_empty() {
-        count += within_sums(d, &unsure, unsure.len() / n, inv).iter().filter(|&&s| s <= bound).count();
-    }
-    count
-}
-
-fn sums(d: Distances<'_>, labels: &[i32], perms: usize, inv: &[f64], screen: bool) -> Vec<f64> {
     let n = d.n;
     if perms == 0 || n < 2 {
         return vec![0.0; perms];
@@ -281,7 +175,7 @@ fn sums(d: Distances<'_>, labels: &[i32], perms: usize, inv: &[f64], screen: boo
     let mut partials = vec![0.0f64; tasks.len() * width];
     if inv.len() <= 256 {
         let packed = pack::<u8>(labels, perms, n);
-        partials.par_chunks_mut(width).zip(tasks.par_iter()).for_each(|(out, &(r0, r1))| task_u8(d, &packed, inv, r0, r1, out, screen));
+        partials.par_chunks_mut(width).zip(tasks.par_iter()).for_each(|(out, &(r0, r1))| task_u8(d, &packed, inv, r0, r1, out));
     } else {
         let packed = pack::<u32>(labels, perms, n);
         partials.par_chunks_mut(width).zip(tasks.par_iter()).for_each(|(out, &(r0, r1))| task_u32(d, &packed, inv, r0, r1, out));
@@ -327,47 +221,6 @@ mod tests {
             // SAFETY: AVX2 checked above.
             let simd = unsafe { avx2::row_tile_u8(&row, &labels, &own) };
             assert_eq!(portable.map(f64::to_bits), simd.map(f64::to_bits));
-        }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn avx2_f32_tile_is_bitwise_equal_to_portable_f32_tile() {
-        if !std::is_x86_feature_detected!("avx2") {
-            return;
-        }
-        for len in [0usize, 1, 5, 64] {
-            let row: Vec<f64> = (0..len).map(|k| (k as f64 * 0.731).sin().abs() * 3.0).collect();
-            let labels: Vec<u8> = (0..len * LANES).map(|k| ((k * 7919) % 5) as u8).collect();
-            let own: [u8; LANES] = std::array::from_fn(|q| (q % 5) as u8);
-            // SAFETY: AVX2 checked above.
-            let simd = unsafe { avx2::row_tile_u8_f32(&row, &labels, &own) };
-            assert_eq!(row_tile_f32(&row, &labels, &own).map(f64::to_bits), simd.map(f64::to_bits));
-        }
-    }
-
-    #[test]
-    fn screened_count_equals_exact_count_even_at_the_bound() {
-        let n = 300;
-        let cond: Vec<f64> = (0..n * (n - 1) / 2).map(|k| ((k * 2654435761usize) % 1000) as f64 / 100.0).collect();
-        let d = Distances::new(&cond, n, false).unwrap();
-        let perms = 70;
-        let mut labels: Vec<i32> = (0..perms * n).map(|k| ((k % n) % 3) as i32).collect();
-        let mut state = 99u64;
-        for p in 1..perms {
-            for j in (1..n).rev() {
-                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                labels.swap(p * n + j, p * n + (state >> 33) as usize % (j + 1));
-            }
-        }
-        let inv = [1.0 / 100.0; 3];
-        let exact = within_sums(d, &labels, perms, &inv);
-        let mut sorted = exact.clone();
-        sorted.sort_by(f64::total_cmp);
-        // bounds exactly at, just below and just above several exact values exercise the recheck
-        for &b in &[sorted[0], sorted[10], sorted[35] * (1.0 + 1e-12), sorted[35] * (1.0 - 1e-12), sorted[69], 0.0] {
-            let want = exact.iter().filter(|&&s| s <= b).count();
-            assert_eq!(count_at_most(d, &labels, perms, &inv, b), want, "bound {b}");
         }
     }
 

@@ -1,6 +1,6 @@
 //! PyO3 shims for the kernels other than Kendall's: convert arguments, check codes, release the GIL.
 use crate::matrix::Distances;
-use crate::{bootstrap, cluster, observed, pdist, permanova, permdisp, permute};
+use crate::{bootstrap, cluster, factored, observed, pdist, permanova, permdisp, permute, screen};
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -77,24 +77,58 @@ fn permanova_observed_py<'py>(
     distances: PyReadonlyArrayDyn<'py, f64>,
     codes: PyReadonlyArray1<'py, i32>,
     inverse_sizes: PyReadonlyArray1<'py, f64>,
-) -> PyResult<(f64, f64, bool)> {
+) -> PyResult<(f64, f64, f64, Bound<'py, PyArray1<f64>>, bool)> {
     let d = self::distances(&distances)?;
     let inv = contiguous("inverse_sizes", &inverse_sizes)?;
     let c = object_codes(&codes, d.n, &format!("but the distances have n = {}", d.n), inv.len())?;
-    Ok(py.detach(|| observed::observed_sums(d, &c, inv)))
+    let o = py.detach(|| observed::observed_sums(d, &c, inv));
+    Ok((o.within, o.total, o.largest, o.row_sums.into_pyarray(py), o.valid))
 }
 
-#[pyfunction(name = "permanova_at_most")]
-fn permanova_at_most_py<'py>(
+#[pyfunction(name = "permanova_quantized")]
+fn permanova_quantized_py<'py>(
     py: Python<'py>,
     distances: PyReadonlyArrayDyn<'py, f64>,
     labels: PyReadonlyArray2<'py, i32>,
     inverse_sizes: PyReadonlyArray1<'py, f64>,
-    bound: f64,
-) -> PyResult<usize> {
+    scale: f64,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let d = self::distances(&distances)?;
     let (lab, inv, perms) = permuted_labels(&labels, &inverse_sizes, d.n, &format!("the distances have n = {}", d.n))?;
-    Ok(py.detach(|| permanova::count_at_most(d, lab, perms, inv, bound)))
+    if !(scale > 0.0 && scale.is_finite()) {
+        return Err(err(format!("scale: expected a finite number > 0, got {scale}")));
+    }
+    Ok(py.detach(|| screen::quantized_within_sums(d, lab, perms, inv, scale)).into_pyarray(py))
+}
+
+#[pyfunction(name = "permanova_factored")]
+fn permanova_factored_py<'py>(
+    py: Python<'py>,
+    factor: PyReadonlyArray2<'py, f64>,
+    labels: PyReadonlyArray2<'py, i32>,
+    inverse_sizes: PyReadonlyArray1<'py, f64>,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let (n, k) = (factor.shape()[0], factor.shape()[1]);
+    let y = contiguous("factor", &factor)?;
+    let (lab, inv, perms) = permuted_labels(&labels, &inverse_sizes, n, &format!("the factor has {n} rows"))?;
+    Ok(py.detach(|| factored::between_sums(y, k, lab, perms, inv)).into_pyarray(py))
+}
+
+#[pyfunction(name = "gower_residual")]
+fn gower_residual_py<'py>(
+    py: Python<'py>,
+    distances: PyReadonlyArrayDyn<'py, f64>,
+    factor: PyReadonlyArray2<'py, f64>,
+    means: PyReadonlyArray1<'py, f64>,
+    grand: f64,
+) -> PyResult<f64> {
+    let d = self::distances(&distances)?;
+    let (rows, k) = (factor.shape()[0], factor.shape()[1]);
+    let (y, m) = (contiguous("factor", &factor)?, contiguous("means", &means)?);
+    if rows != d.n || m.len() != d.n {
+        return Err(err(format!("factor, means: expected {} rows, got {rows} and {}", d.n, m.len())));
+    }
+    Ok(py.detach(|| factored::residual_max(d, y, k, m, grand)))
 }
 
 #[pyfunction(name = "permutations")]
@@ -182,7 +216,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pdist_py, m)?)?;
     m.add_function(wrap_pyfunction!(permanova_within_py, m)?)?;
     m.add_function(wrap_pyfunction!(permanova_observed_py, m)?)?;
-    m.add_function(wrap_pyfunction!(permanova_at_most_py, m)?)?;
+    m.add_function(wrap_pyfunction!(permanova_quantized_py, m)?)?;
+    m.add_function(wrap_pyfunction!(permanova_factored_py, m)?)?;
+    m.add_function(wrap_pyfunction!(gower_residual_py, m)?)?;
     m.add_function(wrap_pyfunction!(permutations_py, m)?)?;
     m.add_function(wrap_pyfunction!(group_row_sums_py, m)?)?;
     m.add_function(wrap_pyfunction!(group_f_py, m)?)?;
