@@ -11,7 +11,7 @@ import numpy as np
 
 from stats_core import _validate
 from stats_core._backend import kernels
-from stats_core.distance import pdist, squareform
+from stats_core.distance import group_row_sums, pdist, squareform
 from stats_core.errors import InvalidInputError
 from stats_core.results import DisparityResult
 
@@ -28,9 +28,7 @@ def silhouette(distances: object, labels: object, *, backend: str = "auto") -> f
     g = len(groups)
     if g > n - 1:
         raise InvalidInputError("labels", f"needs 2 <= clusters <= n - 1 = {n - 1}, got {g}")
-    sums, valid = kernels(backend).group_row_sums(dist, codes, g, False)
-    if not valid:
-        _validate.condensed_values_check("distances", dist)
+    sums = group_row_sums(dist, codes, g, squared=False, backend=backend)
     rows = np.arange(n)
     own = sizes[codes]
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from stats_core._backend import kernels
+from stats_core import _validate
 from stats_core._validate import condensed_size, finite_array
 from stats_core.errors import InvalidInputError
 
@@ -45,3 +46,13 @@ def squareform(distances: object) -> np.ndarray:
 def pdist_square(X: object, metric: str = "euclidean", *, backend: str = "auto") -> np.ndarray:
     """Distances between all row pairs of ``X`` (n, k) as a square symmetric (n, n) float64 matrix."""
     return squareform(pdist(X, metric, backend=backend))
+
+
+def group_row_sums(distances: np.ndarray, codes: np.ndarray, n_groups: int, *, squared: bool, backend: str = "auto") -> np.ndarray:
+    """(n, n_groups): Σ_{j in group h, j≠i} d_ij (or d²_ij) per object of a distance matrix checked by
+    ``_validate.distances(..., condensed_values=False)``: the kernel checks finite/non-negative in its own
+    pass, and a bad value is then named by the full check."""
+    sums, valid = kernels(backend).group_row_sums(distances, codes, n_groups, squared)
+    if not valid:
+        _validate.condensed_values_check("distances", distances)
+    return sums

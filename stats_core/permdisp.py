@@ -17,15 +17,16 @@ import numpy as np
 
 from stats_core import _resample, _validate
 from stats_core._backend import kernels
+from stats_core.distance import group_row_sums
 from stats_core.results import PermutationTestResult
 
 
 def distances_to_centroid(
     distances: np.ndarray, codes: np.ndarray, sizes: np.ndarray, *, backend: str = "auto"
 ) -> np.ndarray:
-    """z_i, each object's distance to its group centroid (validated inputs; see the module docstring)."""
+    """z_i, each object's distance to its group centroid (inputs validated, condensed values by the kernel's pass)."""
     g = sizes.shape[0]
-    within = kernels(backend).group_row_sums(distances, codes, g, True)[0][np.arange(codes.shape[0]), codes]
+    within = group_row_sums(distances, codes, g, squared=True, backend=backend)[np.arange(codes.shape[0]), codes]
     per_group = np.bincount(codes, weights=within, minlength=g) / 2.0
     n_g = sizes.astype(np.float64)[codes]
     squared = within / n_g - per_group[codes] / (n_g * n_g)
@@ -45,7 +46,8 @@ def permdisp(
     Returns the ANOVA F of distances-to-centroid as ``statistic``, the permutation ``pvalue`` and the
     distances themselves (``distances_to_centroid``, shape (n,), units of the input distances).
     """
-    dist, n = _validate.distances("distances", distances)
+    # The row-sum kernel checks finite/non-negative in its own pass; the full check runs only to name a bad value.
+    dist, n = _validate.distances("distances", distances, condensed_values=False)
     codes, groups, sizes = _validate.grouping("grouping", grouping, n, min_size=2)
     permutations = _validate.int_at_least("permutations", permutations, 0)
     seed_used = _resample.seed_value(seed)

@@ -70,6 +70,36 @@ def test_matches_skbio_statistic(design, square, backend, seed):
     assert 1 / 20 <= got.pvalue <= 1
 
 
+def _unscreened_pvalue(d: np.ndarray, labels: np.ndarray, permutations: int, seed: int) -> float:
+    """The p-value by the definition: every permutation's SS_W computed exactly (numpy), no screen."""
+    from stats_core import _reference, _resample, _validate
+
+    n = labels.shape[0]
+    codes, _, sizes = _validate.grouping("grouping", labels, n)
+    inverse_sizes = 1.0 / sizes
+    bound = _reference.permanova_observed(d, codes, inverse_sizes)[0] * (1 + _resample.TIE_RTOL)
+    count = sum(int((_reference.permanova_within(d, block, inverse_sizes) <= bound).sum())
+                for block in _resample.permuted_label_blocks(_reference, codes, seed, permutations))
+    return _resample.permutation_pvalue(count, permutations)
+
+
+@settings(max_examples=60, deadline=None)
+@given(design=designs(), metric=st.sampled_from(["euclidean", "cityblock", "sqeuclidean", "chebyshev"]),
+       duplicate=st.booleans(), scale=st.sampled_from([1.0, 1e-150, 1e150]), backend=st.sampled_from(BACKENDS),
+       seed=st.integers(0, 2**32))
+def test_screened_pvalue_equals_the_unscreened_one(design, metric, duplicate, scale, backend, seed):
+    # Whatever screen is chosen (factored for Euclidean distances, whose Gower matrix has low rank;
+    # quantized otherwise), the p-value must be the one every permutation computed exactly gives — on tied
+    # integer data, duplicated points, extreme magnitudes and square input.
+    x, labels = design
+    if duplicate:
+        x = np.vstack([x, x[:3]])
+        labels = np.concatenate([labels, labels[:3]])
+    d = ssd.pdist(x, metric) * scale
+    got = stats_core.permanova(d, labels, permutations=59, seed=seed, backend=backend)
+    assert got.pvalue == _unscreened_pvalue(d, labels, 59, seed)
+
+
 def test_pvalue_matches_an_exhaustive_permutation_count():
     # 8 objects in groups of 4: all 70 distinct partitions are equally likely under random relabelling,
     # so with many permutations the p-value approaches (number of partitions with F >= F_obs) / 70.
@@ -254,11 +284,13 @@ def test_observed_pass_gives_row_sums_and_largest_square_on_every_backend():
             assert total == pytest.approx((d**2).sum(), rel=1e-12)
 
 
+@pytest.mark.parametrize("function", [stats_core.permanova, stats_core.permdisp])
 @pytest.mark.parametrize("backend", ["native", "numba", "numpy"])
 @pytest.mark.parametrize(("bad", "what"), [(-1.0, "a negative distance"), (np.nan, "a non-finite value"), (np.inf, "a non-finite value")])
-def test_bad_condensed_distance_is_named_on_every_backend(backend, bad, what):
-    # The observed-statistic kernel checks the values in its pass; the message must name the first bad entry.
+def test_bad_condensed_distance_is_named_on_every_backend(function, backend, bad, what):
+    # The first kernel pass checks the values (PERMANOVA's observed sums, PERMDISP's group row sums); the
+    # message must still name the first bad entry.
     d = np.linspace(1.0, 2.0, 15)
     d[6], d[11] = bad, -3.0
     with pytest.raises(InvalidInputError, match=rf"^distances: contains {what} \(.*\)+ at flat index 6$"):
-        stats_core.permanova(d, [0, 0, 0, 1, 1, 1], permutations=9, seed=1, backend=backend)
+        function(d, [0, 0, 0, 1, 1, 1], permutations=9, seed=1, backend=backend)
