@@ -1,12 +1,12 @@
 //! Where the PERMANOVA kernels spend their time, without Python (run: cargo run --release --example permanova_kernels).
 //!
-//! n = 2000 points in 24 dimensions, 3 groups, 1024 permutations: times the label packing, the quantized
-//! screen, the exact f64 kernel, and the factored screen's two kernels (its residual pass and its
+//! n = 2000 points in 24 dimensions, 3 groups, 1024 permutations: times the label packing, both kernels of
+//! the quantized screen, the exact f64 kernel, and the factored screen's two kernels (its residual pass and its
 //! per-permutation group sums), on one thread and on all, with pair-updates per second where it applies.
 use stats_core_native::factored::{between_sums, residual_max};
 use stats_core_native::matrix::Distances;
 use stats_core_native::permanova::{pack, within_sums};
-use stats_core_native::screen::{quantized_within_sums, QUANTUM_MAX};
+use stats_core_native::screen::{quantized_within_sums_by, Kernel, QUANTUM_MAX};
 use std::time::Instant;
 
 fn best_of(runs: usize, mut f: impl FnMut()) -> f64 {
@@ -55,15 +55,19 @@ fn main() {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         pool.install(|| {
             let t = best_of(5, || drop(std::hint::black_box(pack::<u32>(&labels, perms, n))));
-            println!("{threads} thread(s): pack u32 labels        {:7.2} ms", t * 1e3);
-            let t = best_of(5, || drop(std::hint::black_box(quantized_within_sums(d, &labels, perms, &inv, scale))));
-            println!("{threads} thread(s): quantized screen        {:7.2} ms  {:6.1} G pair-updates/s", t * 1e3, updates / t / 1e9);
+            println!("{threads} thread(s): pack u32 labels                {:7.2} ms", t * 1e3);
+            for kernel in [Kernel::Words, Kernel::BytePlanes] {
+                let t = best_of(5, || drop(std::hint::black_box(quantized_within_sums_by(kernel, d, &labels, perms, &inv, scale))));
+                println!("{threads} thread(s): quantized screen, {:<11} {:7.2} ms  {:6.1} G pair-updates/s", format!("{kernel:?}"), t * 1e3, updates / t / 1e9);
+            }
             let t = best_of(2, || drop(std::hint::black_box(within_sums(d, &labels, perms, &inv))));
-            println!("{threads} thread(s): exact f64 within sums   {:7.2} ms  {:6.1} G pair-updates/s", t * 1e3, updates / t / 1e9);
-            let t = best_of(5, || drop(std::hint::black_box(residual_max(d, &y, k, &means, grand))));
-            println!("{threads} thread(s): factor residual (k={k})  {:7.2} ms", t * 1e3);
+            println!("{threads} thread(s): exact f64 within sums          {:7.2} ms  {:6.1} G pair-updates/s", t * 1e3, updates / t / 1e9);
+            let t = best_of(5, || {
+                std::hint::black_box(residual_max(d, &y, k, &means, grand));
+            });
+            println!("{threads} thread(s): factor residual (k = {k})        {:7.2} ms", t * 1e3);
             let t = best_of(5, || drop(std::hint::black_box(between_sums(&y, k, &labels, perms, &inv))));
-            println!("{threads} thread(s): factored group sums     {:7.2} ms  {:6.1} G pair-updates/s (equivalent)", t * 1e3, updates / t / 1e9);
+            println!("{threads} thread(s): factored group sums            {:7.2} ms  {:6.1} G pair-updates/s (equivalent)", t * 1e3, updates / t / 1e9);
         });
     }
     println!("residual max {:.2e}", residual_max(d, &y, k, &means, grand));

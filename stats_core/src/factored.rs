@@ -190,9 +190,9 @@ mod tests {
         let got = between_sums(&y, k, &labels, 2, &inv);
         for p in 0..2 {
             let mut want = 0.0;
-            for g in 0..3 {
+            for g in 0..3i32 {
                 for d in 0..k {
-                    let s: f64 = (0..n).filter(|&i| labels[p * n + i] == g as i32).map(|i| y[i * k + d]).sum();
+                    let s: f64 = (0..n).filter(|&i| labels[p * n + i] == g).map(|i| y[i * k + d]).sum();
                     want += s * s / 3.0;
                 }
             }

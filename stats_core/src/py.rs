@@ -71,13 +71,16 @@ fn permanova_within_py<'py>(
     Ok(py.detach(|| permanova::within_sums(d, lab, perms, inv)).into_pyarray(py))
 }
 
+/// (SS_W, Σd², max d², per-object Σd², valid) as Python receives them.
+type ObservedSums<'py> = (f64, f64, f64, Bound<'py, PyArray1<f64>>, bool);
+
 #[pyfunction(name = "permanova_observed")]
 fn permanova_observed_py<'py>(
     py: Python<'py>,
     distances: PyReadonlyArrayDyn<'py, f64>,
     codes: PyReadonlyArray1<'py, i32>,
     inverse_sizes: PyReadonlyArray1<'py, f64>,
-) -> PyResult<(f64, f64, f64, Bound<'py, PyArray1<f64>>, bool)> {
+) -> PyResult<ObservedSums<'py>> {
     let d = self::distances(&distances)?;
     let inv = contiguous("inverse_sizes", &inverse_sizes)?;
     let c = object_codes(&codes, d.n, &format!("but the distances have n = {}", d.n), inv.len())?;
