@@ -11,7 +11,8 @@ use crate::matrix::Distances;
 use rayon::prelude::*;
 
 pub const LANES: usize = 32;
-const ROWS: usize = 32;
+/// Rows per parallel task (`row_blocks`); the screens' tiles use the same blocks.
+pub const ROWS: usize = 32;
 const COLS: usize = 512;
 
 /// A compact group label (u8 when there are at most 256 groups, else u32).
@@ -167,19 +168,26 @@ fn task_u32(d: Distances<'_>, packed: &[u32], inv: &[f64], r0: usize, r1: usize,
 /// SS_W for each of `perms` label rows (`labels` is perms × n row-major codes 0..g−1; `inv` = 1/n_g).
 pub fn within_sums(d: Distances<'_>, labels: &[i32], perms: usize, inv: &[f64]) -> Vec<f64> {
     let n = d.n;
+    if inv.len() <= 256 {
+        let packed = pack::<u8>(labels, perms, n);
+        row_blocks(n, perms, |out, r0, r1| task_u8(d, &packed, inv, r0, r1, out))
+    } else {
+        let packed = pack::<u32>(labels, perms, n);
+        row_blocks(n, perms, |out, r0, r1| task_u32(d, &packed, inv, r0, r1, out))
+    }
+}
+
+/// Per-permutation sums over the upper triangle's rows: `task(out, r0, r1)` adds rows [r0, r1) into `out`
+/// (one slot per lane, `perms` rounded up to whole lane groups), for blocks of ROWS rows in parallel; the
+/// blocks' partial sums are added in block order, so results do not depend on thread scheduling.
+pub fn row_blocks(n: usize, perms: usize, task: impl Fn(&mut [f64], usize, usize) + Sync) -> Vec<f64> {
     if perms == 0 || n < 2 {
         return vec![0.0; perms];
     }
     let width = perms.div_ceil(LANES) * LANES;
-    let tasks: Vec<(usize, usize)> = (0..n - 1).step_by(ROWS).map(|r| (r, (r + ROWS).min(n - 1))).collect();
-    let mut partials = vec![0.0f64; tasks.len() * width];
-    if inv.len() <= 256 {
-        let packed = pack::<u8>(labels, perms, n);
-        partials.par_chunks_mut(width).zip(tasks.par_iter()).for_each(|(out, &(r0, r1))| task_u8(d, &packed, inv, r0, r1, out));
-    } else {
-        let packed = pack::<u32>(labels, perms, n);
-        partials.par_chunks_mut(width).zip(tasks.par_iter()).for_each(|(out, &(r0, r1))| task_u32(d, &packed, inv, r0, r1, out));
-    }
+    let blocks: Vec<(usize, usize)> = (0..n - 1).step_by(ROWS).map(|r| (r, (r + ROWS).min(n - 1))).collect();
+    let mut partials = vec![0.0f64; blocks.len() * width];
+    partials.par_chunks_mut(width).zip(blocks.par_iter()).for_each(|(out, &(r0, r1))| task(out, r0, r1));
     let mut total = vec![0.0f64; width];
     for part in partials.chunks_exact(width) {
         for (t, p) in total.iter_mut().zip(part) {

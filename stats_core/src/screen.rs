@@ -15,10 +15,9 @@
 //! fit a u32 lane.
 use crate::matrix::Distances;
 use crate::multiversion;
-use crate::permanova::{pack, LANES};
+use crate::permanova::{pack, row_blocks, LANES, ROWS};
 use rayon::prelude::*;
 
-const ROWS: usize = 32;
 const COLS: usize = 256;
 /// The largest quantized d²: COLS of them must fit a u32 lane (256 · 2²³ = 2³¹).
 pub const QUANTUM_MAX: f64 = 8_388_608.0;
@@ -236,31 +235,21 @@ pub enum Kernel {
 /// `quantized_within_sums` with a given kernel (BytePlanes panics without AVX2 or with > 256 groups).
 pub fn quantized_within_sums_by(kernel: Kernel, d: Distances<'_>, labels: &[i32], perms: usize, inv: &[f64], scale: f64) -> Vec<f64> {
     let n = d.n;
-    if perms == 0 || n < 2 {
-        return vec![0.0; perms];
-    }
-    let width = perms.div_ceil(LANES) * LANES;
-    let tasks: Vec<(usize, usize)> = (0..n - 1).step_by(ROWS).map(|r| (r, (r + ROWS).min(n - 1))).collect();
-    let mut partials = vec![0.0f64; tasks.len() * width];
-    if kernel == Kernel::BytePlanes {
+    let mut total = match kernel {
         #[cfg(target_arch = "x86_64")]
-        {
+        Kernel::BytePlanes => {
             assert!(avx2_available() && inv.len() <= 256, "the byte-plane kernel needs AVX2 and at most 256 groups");
             let packed = pack_pairs(labels, perms, n);
             // SAFETY: the CPU supports AVX2, asserted just above.
-            partials.par_chunks_mut(width).zip(tasks.par_iter()).for_each(|(out, &(r0, r1))| unsafe { avx2::task(d, &packed, inv, scale, r0, r1, out) });
+            row_blocks(n, perms, |out, r0, r1| unsafe { avx2::task(d, &packed, inv, scale, r0, r1, out) })
         }
-    } else {
-        let packed = pack::<u32>(labels, perms, n);
-        partials.par_chunks_mut(width).zip(tasks.par_iter()).for_each(|(out, &(r0, r1))| task(d, &packed, inv, scale, r0, r1, out));
-    }
-    let mut total = vec![0.0f64; width];
-    for part in partials.chunks_exact(width) {
-        for (t, p) in total.iter_mut().zip(part) {
-            *t += p;
+        #[cfg(not(target_arch = "x86_64"))]
+        Kernel::BytePlanes => panic!("the byte-plane kernel needs AVX2"),
+        Kernel::Words => {
+            let packed = pack::<u32>(labels, perms, n);
+            row_blocks(n, perms, |out, r0, r1| task(d, &packed, inv, scale, r0, r1, out))
         }
-    }
-    total.truncate(perms);
+    };
     total.iter_mut().for_each(|t| *t /= scale);
     total
 }
