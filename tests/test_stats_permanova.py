@@ -85,9 +85,9 @@ def _unscreened_pvalue(d: np.ndarray, labels: np.ndarray, permutations: int, see
 
 @settings(max_examples=60, deadline=None)
 @given(design=designs(), metric=st.sampled_from(["euclidean", "cityblock", "sqeuclidean", "chebyshev"]),
-       duplicate=st.booleans(), scale=st.sampled_from([1.0, 1e-150, 1e150]), backend=st.sampled_from(BACKENDS),
-       seed=st.integers(0, 2**32))
-def test_screened_pvalue_equals_the_unscreened_one(design, metric, duplicate, scale, backend, seed):
+       duplicate=st.booleans(), scale=st.sampled_from([1.0, 1e-150, 1e150]), square=st.booleans(),
+       backend=st.sampled_from(BACKENDS), seed=st.integers(0, 2**32))
+def test_screened_pvalue_equals_the_unscreened_one(design, metric, duplicate, scale, square, backend, seed):
     # Whatever screen is chosen (factored for Euclidean distances, whose Gower matrix has low rank;
     # quantized otherwise), the p-value must be the one every permutation computed exactly gives — on tied
     # integer data, duplicated points, extreme magnitudes and square input.
@@ -96,7 +96,7 @@ def test_screened_pvalue_equals_the_unscreened_one(design, metric, duplicate, sc
         x = np.vstack([x, x[:3]])
         labels = np.concatenate([labels, labels[:3]])
     d = ssd.pdist(x, metric) * scale
-    got = stats_core.permanova(d, labels, permutations=59, seed=seed, backend=backend)
+    got = stats_core.permanova(ssd.squareform(d) if square else d, labels, permutations=59, seed=seed, backend=backend)
     assert got.pvalue == _unscreened_pvalue(d, labels, 59, seed)
 
 
