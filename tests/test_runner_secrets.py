@@ -44,7 +44,9 @@ def test_planted_key_is_in_no_file_and_no_log(tmp_path: Path) -> None:
         spec = tmp_path / "spec.toml"
         spec.write_text(spec_text(sim.base_url, endpoint={"api_key_env": "HOFCAT_PLANTED_KEY"}))
         done = _run(spec, tmp_path / "run")
-    assert done.returncode == 0, done.stderr
+    # 0, or 3 when some cell exhausted its retries against the faulty simulator
+    failed = read_dataset(tmp_path / "run", "failures").num_rows
+    assert done.returncode == (3 if failed else 0), done.stderr
     assert "hofcat:" in done.stderr  # progress lines were logged (and checked below)
     _assert_no_key(tmp_path / "run", done.stdout, done.stderr)
     assert "HOFCAT_PLANTED_KEY" in (tmp_path / "run" / "manifest.json").read_text()  # the name, not the key
@@ -56,9 +58,12 @@ def test_a_key_echoed_in_an_error_body_is_redacted(tmp_path: Path) -> None:
         spec.write_text(spec_text(server.base_url, endpoint={"api_key_env": "HOFCAT_PLANTED_KEY"},
                                   design={"personas": ["China"], "questions": [1, 2], "seeds": [1], "temperature": [0.0]}))
         done = _run(spec, tmp_path / "run")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3 and "2 cells failed for good" in done.stderr, done.stderr
     failures = read_dataset(tmp_path / "run", "failures").to_pylist()
-    assert len(failures) == 2 and all(f["error_class"] == "FatalRequestError" for f in failures)
+    assert len(failures) == 2
+    # resuming without --retry-failed leaves them failed: still not a clean exit
+    again = _run(spec, tmp_path / "run")
+    assert again.returncode == 3 and "2 cells failed for good" in again.stderr, again.stderr and all(f["error_class"] == "FatalRequestError" for f in failures)
     assert all(f["attempts"] == 1 and f["http_status"] == 401 for f in failures)  # a 401 is not retried
     assert all("Bearer <redacted>" in f["error_message"] for f in failures)
     _assert_no_key(tmp_path / "run", done.stdout, done.stderr)

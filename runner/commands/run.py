@@ -18,11 +18,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds between progress lines when stderr is not a terminal (default 60)")
 
 
+# Exit status when the sweep finished but some cells failed for good: scripts must not mistake it for a
+# clean run, and it is distinct from a bad spec (2) and an interruption (130).
+EXIT_CELLS_FAILED = 3
+
+
 def main(args: argparse.Namespace) -> int:
-    """Exit 0 when every cell has an outcome, 130 when interrupted (resumable), 2 on a bad spec or RUN_DIR."""
+    """Exit 0 when every cell was stored, 3 when the sweep finished with failed cells (retry them with
+    --retry-failed), 130 when interrupted (resumable), 2 on a bad spec or RUN_DIR."""
     import gc
     import sys
 
+    from runner.accounting import run_status
     from runner.spec import load_spec
     from runner.sweep import run_sweep
 
@@ -37,4 +44,10 @@ def main(args: argparse.Namespace) -> int:
         return 130
     print(f"hofcat run: {result.stored} stored, {result.failed} failed, {result.already_stored} stored before "
           f"→ {args.out}", file=sys.stderr)
+    # Counted over the whole run directory: a resume that skipped earlier failures has not fixed them.
+    failed = run_status(args.out)["failed"]
+    if failed:
+        print(f"hofcat run: {failed} cells failed for good (see `hofcat status {args.out}`); "
+              f"retry them with --retry-failed", file=sys.stderr)
+        return EXIT_CELLS_FAILED
     return 0
