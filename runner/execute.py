@@ -58,13 +58,18 @@ class Endpoint:
 
 @dataclass
 class RunResult:
-    """How a session ended: cells stored, failed, already stored before, and whether it was interrupted."""
+    """How a session ended: cells stored, failed, already stored before, and whether it was interrupted.
+
+    ``failed_before``: planned cells skipped because an earlier session recorded a failure for them (not
+    retried without ``--retry-failed``); with ``failed`` they are the planned cells still without a reply.
+    """
 
     stored: int
     failed: int
     already_stored: int
     interrupted: bool
     unsupported: dict[str, list[str]] = field(default_factory=dict)
+    failed_before: int = 0
 
 
 def api_key_for(endpoint: EndpointConfig, source: str = "spec") -> str | None:

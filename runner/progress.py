@@ -35,6 +35,7 @@ class RunStats:
 
     total: int
     already_stored: int = 0
+    failed_before: int = 0  # of already_stored: cells whose stored outcome is a failure
     done: int = 0
     failed: int = 0
     retries: int = 0

@@ -163,12 +163,10 @@ class RunStore:
         self.manifest.setdefault("determinism_probe", {})[endpoint] = result
         self._write_manifest()
 
-    def stored_keys(self, *, include_failed: bool) -> set[str]:
-        """Keys of cells with a committed response (and, with ``include_failed``, a committed failure)."""
-        keys = set(_column(self.run_dir / "responses", "cell_key"))
-        if include_failed:
-            keys.update(_column(self.run_dir / "failures", "cell_key"))
-        return keys
+    def stored_keys(self) -> tuple[set[str], set[str]]:
+        """(keys of cells with a committed response, keys of cells with only a committed failure)."""
+        done = set(_column(self.run_dir / "responses", "cell_key"))
+        return done, set(_column(self.run_dir / "failures", "cell_key")) - done
 
     def add(self, cell: PlannedCell, messages_json: str, prompt_hash: str, outcome: Outcome) -> None:
         """Buffer one cell's outcome (and its prompt, first time seen); commits when the batch is full."""

@@ -81,14 +81,17 @@ async def _session(spec: Spec, out: Path, retry_failed: bool, stream: TextIO, li
     try:
         if spec.run.determinism_probe:
             await _probe_endpoints(spec, store, stream)
-        skip = store.stored_keys(include_failed=not retry_failed)
-        work = [(e, _unstored(iter_cells(spec, e), skip, stats)) for e in spec.endpoints]
+        done, failed = store.stored_keys()
+        if retry_failed:
+            failed = set()
+        work = [(e, _unstored(iter_cells(spec, e), done, failed, stats)) for e in spec.endpoints]
         interrupted = await executor.run(work)
     finally:
         store.close({"outcome": "interrupted" if interrupted else "complete", "stored": stats.done,
-                     "failed": stats.failed, "already_stored": stats.already_stored, "retry_failed": retry_failed})
+                     "failed": stats.failed, "already_stored": stats.already_stored,
+                     "failed_before": stats.failed_before, "retry_failed": retry_failed})
     return RunResult(stats.done, stats.failed, stats.already_stored, interrupted,
-                     {e.name: unsupported_parameters(e) for e in spec.endpoints})
+                     {e.name: unsupported_parameters(e) for e in spec.endpoints}, stats.failed_before)
 
 
 PROBE_REPEATS = 4  # small: 5 × 4 requests per endpoint before the sweep
@@ -121,9 +124,13 @@ async def _probe(endpoint: EndpointConfig) -> Any:
                                    timeout_s=endpoint.timeout_s)
 
 
-def _unstored(cells, skip: set[str], stats: RunStats):
+def _unstored(cells, done: set[str], failed: set[str], stats: RunStats):
+    """The cells without an outcome yet; counts the skipped ones (and, of those, the earlier failures)."""
     for cell in cells:
-        if cell.key in skip:
+        if cell.key in done:
             stats.already_stored += 1
+        elif cell.key in failed:
+            stats.already_stored += 1
+            stats.failed_before += 1
         else:
             yield cell

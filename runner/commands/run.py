@@ -29,7 +29,6 @@ def main(args: argparse.Namespace) -> int:
     import gc
     import sys
 
-    from runner.accounting import run_status
     from runner.spec import load_spec
     from runner.sweep import run_sweep
 
@@ -44,8 +43,8 @@ def main(args: argparse.Namespace) -> int:
         return 130
     print(f"hofcat run: {result.stored} stored, {result.failed} failed, {result.already_stored} stored before "
           f"→ {args.out}", file=sys.stderr)
-    # Counted over the whole run directory: a resume that skipped earlier failures has not fixed them.
-    failed = run_status(args.out)["failed"]
+    # Earlier sessions' failures count too: a resume that skipped them has not fixed them.
+    failed = result.failed + result.failed_before
     if failed:
         print(f"hofcat run: {failed} cells failed for good (see `hofcat status {args.out}`); "
               f"retry them with --retry-failed", file=sys.stderr)
