@@ -86,7 +86,6 @@ fn task_body(d: Distances<'_>, packed: &[u32], inv: &[f64], scale: f64, r0: usiz
     }
 }
 
-
 /// Byte labels for the AVX2 kernel: per chunk of LANES permutations, objects in pairs (2m, 2m + 1), each
 /// pair as [permutation][object of the pair] (64 bytes); an odd n is padded with label 0 (its q is 0).
 fn pack_pairs(labels: &[i32], perms: usize, n: usize) -> Vec<u8> {
@@ -121,6 +120,7 @@ mod avx2 {
     /// (−Σ plane 0, −Σ plane 1, −Σ plane 2) per lane in i32.
     #[inline(always)]
     unsafe fn row_planes(planes: &[u16], labels: &[u8], own: [__m256i; 2], m0: usize, m1: usize) -> [[__m256i; 4]; 3] {
+        assert!(m1 <= PAIRS && planes.len() >= 3 * PAIRS && labels.len() >= m1 * 2 * LANES, "a tile within its buffers");
         let mut wide = [[_mm256_setzero_si256(); 4]; 3];
         let mut m = m0;
         while m < m1 {
