@@ -6,6 +6,7 @@
 use stats_core_native::factored::{between_sums, residual_max};
 use stats_core_native::matrix::Distances;
 use stats_core_native::permanova::{pack, within_sums};
+use stats_core_native::permute::permutations;
 use stats_core_native::screen::{quantized_within_sums_by, Kernel, QUANTUM_MAX};
 use std::time::Instant;
 
@@ -36,13 +37,8 @@ fn main() {
         .map(|(i, j)| (0..k).map(|t| (y[i * k + t] - y[j * k + t]).powi(2)).sum::<f64>().sqrt())
         .collect();
     let d = Distances::new(&cond, n, false).unwrap();
-    let mut labels: Vec<i32> = (0..perms * n).map(|v| ((v % n) % g) as i32).collect();
-    for p in 0..perms {
-        for j in (1..n).rev() {
-            let r = (next() * (j + 1) as f64) as usize;
-            labels.swap(p * n + j, p * n + r.min(j));
-        }
-    }
+    let codes: Vec<i32> = (0..n).map(|j| (j % g) as i32).collect();
+    let labels = permutations(&codes, 1, 0, perms);
     let inv = vec![1.0 / (n / g) as f64; g];
     let scale = QUANTUM_MAX / cond.iter().map(|v| v * v).fold(0.0, f64::max);
     let mut means = vec![0.0f64; n];

@@ -15,11 +15,14 @@ order instead, so that its distribution equals scipy's; that is a few hundred th
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from stats_core import _validate
+from stats_core._backend import kernels as backend_kernels
 from stats_core.errors import InvalidInputError
 from stats_core.results import PermutationTestResult
 
@@ -74,28 +77,48 @@ def permutation_pvalue(permuted_count: int, permutations: int) -> float:
     return float("nan") if permutations == 0 else (permuted_count + 1) / (permutations + 1)
 
 
+@dataclass(frozen=True)
+class Design:
+    """A checked one-way design on a distance matrix, as PERMANOVA and PERMDISP both start from it."""
+
+    distances: np.ndarray  # condensed or square, as given (finite/non-negative: see ``design``)
+    n: int
+    codes: np.ndarray  # (n,) int32 group codes
+    groups: tuple
+    sizes: np.ndarray
+    inverse_sizes: np.ndarray  # 1/n_g, float64
+    permutations: int
+    seed: int  # the seed used (drawn from the OS when None was given)
+    kernels: ModuleType
+
+
+def design(distances: object, grouping: object, permutations: object, seed: object, backend: str, *, min_size: int = 1) -> Design:
+    """Check the arguments of a permutation test on distances and pick the backend → ``Design``.
+
+    The finite/non-negative check of a condensed matrix is left to the caller's first kernel pass (which
+    reports it; ``_validate.condensed_values_check`` then names the bad value).
+    """
+    dist, n = _validate.distances("distances", distances, condensed_values=False)
+    codes, groups, sizes = _validate.grouping("grouping", grouping, n, min_size=min_size)
+    count = _validate.int_at_least("permutations", permutations, 0)
+    return Design(dist, n, codes, groups, sizes, 1.0 / sizes.astype(np.float64), count, seed_value(seed),
+                  backend_kernels(backend))
+
+
 def permutation_test(
-    method: str,
-    statistic: float,
-    count_block: Callable[[np.ndarray], int],
-    kernels: ModuleType,
-    codes: np.ndarray,
-    groups: Any,
-    sizes: np.ndarray,
-    seed: int,
-    permutations: int,
-    **extra: Any,
+    method: str, statistic: float, count_block: Callable[[np.ndarray], int], design: Design, **extra: Any
 ) -> PermutationTestResult:
     """Sum ``count_block`` (permuted statistics at least as extreme) over relabelling blocks → the result."""
-    k = sum(count_block(block) for block in permuted_label_blocks(kernels, codes, seed, permutations))
+    blocks = permuted_label_blocks(design.kernels, design.codes, design.seed, design.permutations)
+    k = sum(count_block(block) for block in blocks)
     return PermutationTestResult(
         method=method,
         statistic=statistic,
-        pvalue=permutation_pvalue(k, permutations),
-        permutations=permutations,
-        n=int(codes.shape[0]),
-        groups=groups,
-        group_sizes=tuple(int(s) for s in sizes),
-        seed=seed,
+        pvalue=permutation_pvalue(k, design.permutations),
+        permutations=design.permutations,
+        n=design.n,
+        groups=design.groups,
+        group_sizes=tuple(int(s) for s in design.sizes),
+        seed=design.seed,
         **extra,
     )

@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from stats_core import _resample, _screen, _validate
-from stats_core._backend import kernels
 from stats_core.errors import InvalidInputError
 from stats_core.results import PermutationTestResult
 
@@ -37,24 +36,19 @@ def permanova(
     # One kernel pass gives the observed SS_W, Σd², max d², per-object Σd² and the finite/non-negative check
     # of a condensed matrix; the separate check runs only to name a bad value. The permutations are then
     # counted through a screen (_screen: factored where Gower's matrix has low rank, else quantized).
-    dist, n = _validate.distances("distances", distances, condensed_values=False)
-    codes, groups, sizes = _validate.grouping("grouping", grouping, n)
-    permutations = _validate.int_at_least("permutations", permutations, 0)
-    g = len(groups)
-    if g == n:
+    d = _resample.design(distances, grouping, permutations, seed, backend)
+    g = len(d.groups)
+    if g == d.n:
         raise InvalidInputError("grouping", "every group has a single member: SS_W has no degrees of freedom")
-    seed_used = _resample.seed_value(seed)
-    k_mod = kernels(backend)
-    inverse_sizes = 1.0 / sizes.astype(np.float64)
-    sums = k_mod.permanova_observed(dist, codes, inverse_sizes)
+    sums = d.kernels.permanova_observed(d.distances, d.codes, d.inverse_sizes)
     ss_within, squares, _, _, valid = sums
     if not valid:
-        _validate.condensed_values_check("distances", dist)
-    observed = float(pseudo_f(squares / n, np.array([ss_within]), n, g)[0])
+        _validate.condensed_values_check("distances", d.distances)
+    observed = float(pseudo_f(squares / d.n, np.array([ss_within]), d.n, g)[0])
     # F decreases with SS_W (SS_T is fixed), so "F_perm >= F" is "SS_W_perm <= SS_W", ties within TIE_RTOL.
     bound = ss_within * (1.0 + _resample.TIE_RTOL)
-    screen = _screen.choose(k_mod, dist, inverse_sizes, sizes, sums, bound) if permutations else None
+    screen = _screen.choose(d.kernels, d.distances, d.inverse_sizes, d.sizes, sums, bound) if d.permutations else None
     return _resample.permutation_test(
-        "PERMANOVA", observed, lambda block: _screen.count_at_most(k_mod, dist, block, inverse_sizes, bound, screen),
-        k_mod, codes, groups, sizes, seed_used, permutations,
+        "PERMANOVA", observed,
+        lambda block: _screen.count_at_most(d.kernels, d.distances, block, d.inverse_sizes, bound, screen), d,
     )

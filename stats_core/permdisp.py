@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stats_core import _resample, _validate
-from stats_core._backend import kernels
+from stats_core import _resample
 from stats_core.distance import group_row_sums
 from stats_core.results import PermutationTestResult
 
@@ -47,19 +46,13 @@ def permdisp(
     distances themselves (``distances_to_centroid``, shape (n,), units of the input distances).
     """
     # The row-sum kernel checks finite/non-negative in its own pass; the full check runs only to name a bad value.
-    dist, n = _validate.distances("distances", distances, condensed_values=False)
-    codes, groups, sizes = _validate.grouping("grouping", grouping, n, min_size=2)
-    permutations = _validate.int_at_least("permutations", permutations, 0)
-    seed_used = _resample.seed_value(seed)
-    group_f = kernels(backend).group_f
-    inverse_sizes = 1.0 / sizes.astype(np.float64)
-    z = distances_to_centroid(dist, codes, sizes, backend=backend)
-    observed = float(group_f(z, codes[None, :], inverse_sizes)[0])
-    residuals = z - (np.bincount(codes, weights=z) * inverse_sizes)[codes]
-    def count_block(block: np.ndarray) -> int:
-        return _resample.count_at_least(group_f(residuals, block, inverse_sizes), observed)
+    d = _resample.design(distances, grouping, permutations, seed, backend, min_size=2)
+    group_f = d.kernels.group_f
+    z = distances_to_centroid(d.distances, d.codes, d.sizes, backend=backend)
+    observed = float(group_f(z, d.codes[None, :], d.inverse_sizes)[0])
+    residuals = z - (np.bincount(d.codes, weights=z) * d.inverse_sizes)[d.codes]
 
-    return _resample.permutation_test(
-        "PERMDISP", observed, count_block, kernels(backend), codes, groups, sizes, seed_used, permutations,
-        distances_to_centroid=z,
-    )
+    def count_block(block: np.ndarray) -> int:
+        return _resample.count_at_least(group_f(residuals, block, d.inverse_sizes), observed)
+
+    return _resample.permutation_test("PERMDISP", observed, count_block, d, distances_to_centroid=z)

@@ -13,6 +13,7 @@ from skbio.stats.distance import DistanceMatrix
 from skbio.stats.distance import permanova as skbio_permanova
 
 import stats_core
+from _stats_support import grouped_points
 from stats_core.errors import InvalidInputError
 
 BACKENDS = ["native", "numba", "numpy"]
@@ -30,18 +31,9 @@ def test_hand_worked_pseudo_f(backend):
     assert (result.n, result.groups, result.group_sizes) == (4, ("a", "b"), (2, 2))
 
 
-@st.composite
-def designs(draw):
-    """Integer-valued points (so distances tie) in 2–5 groups of sizes 1..12, maybe unbalanced."""
-    sizes = draw(st.lists(st.integers(1, 12), min_size=2, max_size=5))
-    if sum(sizes) <= len(sizes):
-        sizes[0] += 2
-    n = sum(sizes)
-    features = draw(st.integers(1, 4))
-    x = np.array(draw(st.lists(st.integers(0, 3), min_size=n * features, max_size=n * features)), float).reshape(n, features)
-    labels = np.repeat([f"g{k}" for k in range(len(sizes))], sizes)
-    order = draw(st.permutations(range(n)))
-    return x, labels[list(order)]
+def designs():
+    """Integer-valued points (so distances tie) in 2–5 groups of sizes 1..12, string labels."""
+    return grouped_points().map(lambda design: (design[0], np.array([f"g{c}" for c in design[1]])))
 
 
 def _monte_carlo_close(ours: float, theirs: float, permutations: int) -> bool:

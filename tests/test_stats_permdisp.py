@@ -11,6 +11,7 @@ from skbio.stats.distance import DistanceMatrix
 from skbio.stats.distance import permdisp as skbio_permdisp
 
 import stats_core
+from _stats_support import grouped_points
 from stats_core.errors import InvalidInputError
 
 BACKENDS = ["native", "numba", "numpy"]
@@ -30,18 +31,10 @@ def test_hand_worked_distances_to_centroid(backend):
 # skbio's PCoA keeps only positive eigenvalues, while vegan (and we) subtract the negative axes too, so the
 # two agree only on Euclidean distances; the non-Euclidean case is checked against vegan's golden values.
 @settings(max_examples=15, deadline=None)
-@given(
-    sizes=st.lists(st.integers(2, 10), min_size=2, max_size=4),
-    features=st.integers(1, 5),
-    seed=st.integers(0, 2**31),
-    square=st.booleans(),
-    backend=st.sampled_from(BACKENDS),
-)
-def test_statistic_matches_skbio_centroid_on_euclidean_distances(sizes, features, seed, square, backend):
-    rng = np.random.default_rng(seed)
-    n = sum(sizes)
-    x = rng.integers(1, 6, size=(n, features)).astype(float)
-    labels = np.repeat(np.arange(len(sizes)), sizes)
+@given(design=grouped_points(group_sizes=(2, 10), groups=(2, 4), features=(1, 5), values=(1, 5)),
+       square=st.booleans(), backend=st.sampled_from(BACKENDS))
+def test_statistic_matches_skbio_centroid_on_euclidean_distances(design, square, backend):
+    x, labels = design
     d = ssd.pdist(x)
     if not d.any():
         return

@@ -20,26 +20,21 @@ pub trait Label: Copy + PartialEq + Send + Sync + Default {
     fn from_code(code: i32) -> Self;
     fn index(self) -> usize;
 }
-impl Label for u8 {
-    #[inline(always)]
-    fn from_code(code: i32) -> Self {
-        code as u8
-    }
-    #[inline(always)]
-    fn index(self) -> usize {
-        self as usize
-    }
+macro_rules! label {
+    ($($t:ty),*) => {$(
+        impl Label for $t {
+            #[inline(always)]
+            fn from_code(code: i32) -> Self {
+                code as $t
+            }
+            #[inline(always)]
+            fn index(self) -> usize {
+                self as usize
+            }
+        }
+    )*};
 }
-impl Label for u32 {
-    #[inline(always)]
-    fn from_code(code: i32) -> Self {
-        code as u32
-    }
-    #[inline(always)]
-    fn index(self) -> usize {
-        self as usize
-    }
-}
+label!(u8, u32);
 
 /// Labels regrouped as [chunk][object][lane]; lanes past the last permutation repeat permutation 0.
 pub fn pack<T: Label>(labels: &[i32], perms: usize, n: usize) -> Vec<T> {
@@ -256,13 +251,8 @@ mod tests {
         for &(n, perms, g) in &[(2usize, 1usize, 2usize), (7, 3, 3), (40, 37, 4), (700, 20, 300)] {
             let cond: Vec<f64> = (0..n * (n - 1) / 2).map(|_| next()).collect();
             let d = Distances::new(&cond, n, false).unwrap();
-            let mut labels: Vec<i32> = (0..perms * n).map(|k| ((k % n) % g) as i32).collect();
-            for p in 0..perms {
-                for j in (1..n).rev() {
-                    let k = (next() * (j + 1) as f64) as usize;
-                    labels.swap(p * n + j, p * n + k.min(j));
-                }
-            }
+            let codes: Vec<i32> = (0..n).map(|j| (j % g) as i32).collect();
+            let labels = crate::permute::permutations(&codes, n as u64, 0, perms);
             let mut sizes = vec![0.0; g];
             for &c in &labels[..n] {
                 sizes[c as usize] += 1.0;

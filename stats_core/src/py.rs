@@ -51,6 +51,24 @@ fn permuted_labels<'a>(
     Ok((lab, inv, perms))
 }
 
+/// A distance matrix and label rows (permutations × n) for it, with the inverse group sizes they index.
+fn distances_and_labels<'a>(
+    distances: &'a PyReadonlyArrayDyn<'_, f64>,
+    labels: &'a PyReadonlyArray2<'_, i32>,
+    inverse_sizes: &'a PyReadonlyArray1<'_, f64>,
+) -> PyResult<(Distances<'a>, &'a [i32], &'a [f64], usize)> {
+    let d = self::distances(distances)?;
+    let (lab, inv, perms) = permuted_labels(labels, inverse_sizes, d.n, &format!("the distances have n = {}", d.n))?;
+    Ok((d, lab, inv, perms))
+}
+
+/// A distance matrix and one group code per object, each below `g`.
+fn distances_and_codes<'a>(distances: &'a PyReadonlyArrayDyn<'_, f64>, codes: &PyReadonlyArray1<'_, i32>, g: usize) -> PyResult<(Distances<'a>, Vec<u32>)> {
+    let d = self::distances(distances)?;
+    let c = object_codes(codes, d.n, &format!("but the distances have n = {}", d.n), g)?;
+    Ok((d, c))
+}
+
 #[pyfunction(name = "pdist")]
 fn pdist_py<'py>(py: Python<'py>, x: PyReadonlyArray2<'py, f64>, metric: &str) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let metric = pdist::Metric::parse(metric).map_err(err)?;
@@ -66,8 +84,7 @@ fn permanova_within_py<'py>(
     labels: PyReadonlyArray2<'py, i32>,
     inverse_sizes: PyReadonlyArray1<'py, f64>,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-    let d = self::distances(&distances)?;
-    let (lab, inv, perms) = permuted_labels(&labels, &inverse_sizes, d.n, &format!("the distances have n = {}", d.n))?;
+    let (d, lab, inv, perms) = distances_and_labels(&distances, &labels, &inverse_sizes)?;
     Ok(py.detach(|| permanova::within_sums(d, lab, perms, inv)).into_pyarray(py))
 }
 
@@ -81,9 +98,8 @@ fn permanova_observed_py<'py>(
     codes: PyReadonlyArray1<'py, i32>,
     inverse_sizes: PyReadonlyArray1<'py, f64>,
 ) -> PyResult<ObservedSums<'py>> {
-    let d = self::distances(&distances)?;
     let inv = contiguous("inverse_sizes", &inverse_sizes)?;
-    let c = object_codes(&codes, d.n, &format!("but the distances have n = {}", d.n), inv.len())?;
+    let (d, c) = distances_and_codes(&distances, &codes, inv.len())?;
     let o = py.detach(|| observed::observed_sums(d, &c, inv));
     Ok((o.within, o.total, o.largest, o.row_sums.into_pyarray(py), o.valid))
 }
@@ -96,8 +112,7 @@ fn permanova_quantized_py<'py>(
     inverse_sizes: PyReadonlyArray1<'py, f64>,
     scale: f64,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-    let d = self::distances(&distances)?;
-    let (lab, inv, perms) = permuted_labels(&labels, &inverse_sizes, d.n, &format!("the distances have n = {}", d.n))?;
+    let (d, lab, inv, perms) = distances_and_labels(&distances, &labels, &inverse_sizes)?;
     if !(scale > 0.0 && scale.is_finite()) {
         return Err(err(format!("scale: expected a finite number > 0, got {scale}")));
     }
@@ -156,8 +171,7 @@ fn group_row_sums_py<'py>(
     n_groups: usize,
     squared: bool,
 ) -> PyResult<(Bound<'py, PyArray2<f64>>, bool)> {
-    let d = self::distances(&distances)?;
-    let c = object_codes(&codes, d.n, &format!("but the distances have n = {}", d.n), n_groups)?;
+    let (d, c) = distances_and_codes(&distances, &codes, n_groups)?;
     let (out, valid) = py.detach(|| cluster::group_row_sums(d, &c, n_groups, squared));
     Ok((out.into_pyarray(py).reshape([d.n, n_groups])?, valid))
 }

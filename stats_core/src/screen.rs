@@ -303,12 +303,8 @@ mod tests {
             let d = Distances::new(&cond, n, false).unwrap();
             let largest = cond.iter().map(|v| v * v).fold(0.0, f64::max);
             let scale = QUANTUM_MAX / largest;
-            let mut labels: Vec<i32> = (0..perms * n).map(|k| ((k % n) % g) as i32).collect();
-            for p in 0..perms {
-                for j in (1..n).rev() {
-                    labels.swap(p * n + j, p * n + lcg(&mut state) as usize % (j + 1));
-                }
-            }
+            let codes: Vec<i32> = (0..n).map(|j| (j % g) as i32).collect();
+            let labels = crate::permute::permutations(&codes, state, 0, perms);
             let inv: Vec<f64> = (0..g).map(|c| 1.0 / (n / g + usize::from(c < n % g)) as f64).collect();
             let got = quantized_within_sums(d, &labels, perms, &inv, scale);
             for p in 0..perms {
