@@ -43,7 +43,11 @@ fn main() {
     let scale = QUANTUM_MAX / cond.iter().map(|v| v * v).fold(0.0, f64::max);
     let mut means = vec![0.0f64; n];
     for i in 0..n {
-        means[i] = (0..n).filter(|&j| j != i).map(|j| (0..k).map(|t| (y[i * k + t] - y[j * k + t]).powi(2)).sum::<f64>()).sum::<f64>() / n as f64;
+        means[i] = (0..n)
+            .filter(|&j| j != i)
+            .map(|j| (0..k).map(|t| (y[i * k + t] - y[j * k + t]).powi(2)).sum::<f64>())
+            .sum::<f64>()
+            / n as f64;
     }
     let grand = means.iter().sum::<f64>() / n as f64;
     let updates = (n * (n - 1) / 2 * perms) as f64;
@@ -53,17 +57,32 @@ fn main() {
             let t = best_of(5, || drop(std::hint::black_box(pack::<u32>(&labels, perms, n))));
             println!("{threads} thread(s): pack u32 labels                {:7.2} ms", t * 1e3);
             for kernel in [Kernel::Words, Kernel::BytePlanes] {
-                let t = best_of(5, || drop(std::hint::black_box(quantized_within_sums_by(kernel, d, &labels, perms, &inv, scale))));
-                println!("{threads} thread(s): quantized screen, {:<11} {:7.2} ms  {:6.1} G pair-updates/s", format!("{kernel:?}"), t * 1e3, updates / t / 1e9);
+                let t = best_of(5, || {
+                    drop(std::hint::black_box(quantized_within_sums_by(kernel, d, &labels, perms, &inv, scale)))
+                });
+                println!(
+                    "{threads} thread(s): quantized screen, {:<11} {:7.2} ms  {:6.1} G pair-updates/s",
+                    format!("{kernel:?}"),
+                    t * 1e3,
+                    updates / t / 1e9
+                );
             }
             let t = best_of(2, || drop(std::hint::black_box(within_sums(d, &labels, perms, &inv))));
-            println!("{threads} thread(s): exact f64 within sums          {:7.2} ms  {:6.1} G pair-updates/s", t * 1e3, updates / t / 1e9);
+            println!(
+                "{threads} thread(s): exact f64 within sums          {:7.2} ms  {:6.1} G pair-updates/s",
+                t * 1e3,
+                updates / t / 1e9
+            );
             let t = best_of(5, || {
                 std::hint::black_box(residual_max(d, &y, k, &means, grand));
             });
             println!("{threads} thread(s): factor residual (k = {k})        {:7.2} ms", t * 1e3);
             let t = best_of(5, || drop(std::hint::black_box(between_sums(&y, k, &labels, perms, &inv))));
-            println!("{threads} thread(s): factored group sums            {:7.2} ms  {:6.1} G pair-updates/s (equivalent)", t * 1e3, updates / t / 1e9);
+            println!(
+                "{threads} thread(s): factored group sums            {:7.2} ms  {:6.1} G pair-updates/s (equivalent)",
+                t * 1e3,
+                updates / t / 1e9
+            );
         });
     }
     println!("residual max {:.2e}", residual_max(d, &y, k, &means, grand));

@@ -1,7 +1,26 @@
-"""Type stub of the compiled module; kept in step with stats_core/src/lib.rs (kendall.rs, py.rs)."""
+# Type stub of the compiled module; kept in step with stats_core/src/lib.rs (kendall.rs, py.rs).
+# `make lint` checks it against the built module with mypy.stubtest.
 
 import numpy as np
 import numpy.typing as npt
+
+# PyO3 sets the module's __all__ to every name added to it (lib.rs); stubtest compares the two as sets.
+__all__ = [
+    "__version__",
+    "bootstrap_kendall",
+    "build_profile",
+    "cluster_spread",
+    "gower_residual",
+    "group_f",
+    "group_row_sums",
+    "kendall_tau_b_rows",
+    "pdist",
+    "permanova_factored",
+    "permanova_observed",
+    "permanova_quantized",
+    "permanova_within",
+    "permutations",
+]
 
 __version__: str
 build_profile: str

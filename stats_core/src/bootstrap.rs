@@ -6,7 +6,14 @@ use rayon::prelude::*;
 ///
 /// Means are summed over the K drawn units in draw order, then divided by K — the order every backend
 /// uses, so equal means (ties) are equal bitwise everywhere.
-pub fn bootstrap_kendall(samples: &[f64], shape: [usize; 4], reference: &[f64], indices: &[i32], b: usize, k: usize) -> Vec<f64> {
+pub fn bootstrap_kendall(
+    samples: &[f64],
+    shape: [usize; 4],
+    reference: &[f64],
+    indices: &[i32],
+    b: usize,
+    k: usize,
+) -> Vec<f64> {
     let [groups, countries, dims, units] = shape;
     // reference columns (g, d) as contiguous country vectors
     let mut ref_cols = vec![0.0f64; groups * dims * countries];
@@ -31,7 +38,8 @@ pub fn bootstrap_kendall(samples: &[f64], shape: [usize; 4], reference: &[f64], 
                     }
                     *m = total / k as f64;
                 }
-                slot[g * dims + d] = tau_b(&means, &ref_cols[(g * dims + d) * countries..(g * dims + d + 1) * countries]);
+                slot[g * dims + d] =
+                    tau_b(&means, &ref_cols[(g * dims + d) * countries..(g * dims + d + 1) * countries]);
             }
         }
     });

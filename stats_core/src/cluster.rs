@@ -9,6 +9,9 @@ use rayon::prelude::*;
 /// "row i, later j" side is a per-row reduction by group (4 interleaved accumulators break the
 /// store-to-load chains); the "later j, row i" side goes to a group-major (g × n) column accumulator, so
 /// for fixed i it is a contiguous vector add. Task results are summed in task order (deterministic).
+// `(v >= 0.0) & (v <= f64::MAX)` in the hot loop: a branch-free `&` of two compares (false for NaN and
+// ±inf) that keeps the validity check vectorised; `RangeInclusive::contains` would be a short-circuit `&&`.
+#[allow(clippy::manual_range_contains)]
 pub fn group_row_sums(d: Distances<'_>, codes: &[u32], g: usize, squared: bool) -> (Vec<f64>, bool) {
     let n = d.n;
     let ranges = balanced_row_ranges(n, 2 * rayon::current_num_threads());

@@ -49,7 +49,17 @@ pub fn between_sums(y: &[f64], k: usize, labels: &[i32], perms: usize, inv: &[f6
 /// `yt` is Y transposed and padded with zero columns to a multiple of TILE_COLS (k × width).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn residual_tiles<const FUSED: bool>(d: Distances<'_>, y: &[f64], yt: &[f64], width: usize, k: usize, means: &[f64], grand: f64, t0: usize, t1: usize) -> f64 {
+fn residual_tiles<const FUSED: bool>(
+    d: Distances<'_>,
+    y: &[f64],
+    yt: &[f64],
+    width: usize,
+    k: usize,
+    means: &[f64],
+    grand: f64,
+    t0: usize,
+    t1: usize,
+) -> f64 {
     let n = d.n;
     let mut lanes = [0.0f64; TILE_COLS];
     // the tile's rows of Y, factor column by factor column (zero rows past n)
@@ -70,7 +80,8 @@ fn residual_tiles<const FUSED: bool>(d: Distances<'_>, y: &[f64], yt: &[f64], wi
             while j0 < c1 {
                 let mut acc = [[0.0f64; TILE_COLS]; TILE_ROWS];
                 for (t, at) in a.iter().enumerate() {
-                    let b: &[f64; TILE_COLS] = yt[t * width + j0..t * width + j0 + TILE_COLS].try_into().expect("a whole tile");
+                    let b: &[f64; TILE_COLS] =
+                        yt[t * width + j0..t * width + j0 + TILE_COLS].try_into().expect("a whole tile");
                     for r in 0..TILE_ROWS {
                         for c in 0..TILE_COLS {
                             // fused where the CPU has FMA: half the instructions (this is a bound, not a
@@ -85,7 +96,8 @@ fn residual_tiles<const FUSED: bool>(d: Distances<'_>, y: &[f64], yt: &[f64], wi
                     let row = d.row(i);
                     if full {
                         // every column is later than every row of the tile: lane-wise, branch-free
-                        let v: &[f64; TILE_COLS] = row[j0 - i - 1..j0 - i - 1 + TILE_COLS].try_into().expect("a whole tile");
+                        let v: &[f64; TILE_COLS] =
+                            row[j0 - i - 1..j0 - i - 1 + TILE_COLS].try_into().expect("a whole tile");
                         let m: &[f64; TILE_COLS] = means[j0..j0 + TILE_COLS].try_into().expect("a whole tile");
                         for c in 0..TILE_COLS {
                             lanes[c] = lanes[c].max((-0.5 * (v[c] * v[c] - means[i] - m[c] + grand) - accr[c]).abs());
@@ -108,12 +120,32 @@ fn residual_tiles<const FUSED: bool>(d: Distances<'_>, y: &[f64], yt: &[f64], wi
 }
 
 #[allow(clippy::too_many_arguments)]
-fn residual_task(d: Distances<'_>, y: &[f64], yt: &[f64], width: usize, k: usize, means: &[f64], grand: f64, t0: usize, t1: usize) -> f64 {
+fn residual_task(
+    d: Distances<'_>,
+    y: &[f64],
+    yt: &[f64],
+    width: usize,
+    k: usize,
+    means: &[f64],
+    grand: f64,
+    t0: usize,
+    t1: usize,
+) -> f64 {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx2,fma")]
         #[allow(clippy::too_many_arguments)]
-        unsafe fn fused(d: Distances<'_>, y: &[f64], yt: &[f64], width: usize, k: usize, means: &[f64], grand: f64, t0: usize, t1: usize) -> f64 {
+        unsafe fn fused(
+            d: Distances<'_>,
+            y: &[f64],
+            yt: &[f64],
+            width: usize,
+            k: usize,
+            means: &[f64],
+            grand: f64,
+            t0: usize,
+            t1: usize,
+        ) -> f64 {
             residual_tiles::<true>(d, y, yt, width, k, means, grand, t0, t1)
         }
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
@@ -163,10 +195,14 @@ mod tests {
     fn residual_of_an_exact_factor_is_rounding_and_of_a_truncated_one_is_the_missing_part() {
         // points (0,0), (3,0), (0,4), (3,4): centred y = (∓1.5, ∓2); Gower's G = Y Yᵀ exactly
         let pts = [(0.0f64, 0.0f64), (3.0, 0.0), (0.0, 4.0), (3.0, 4.0)];
-        let cond: Vec<f64> = (0..4).flat_map(|i| (i + 1..4).map(move |j| {
-            let (a, b) = (pts[i], pts[j]);
-            ((a.0 - b.0).powi(2) + (a.1 - b.1).powi(2)).sqrt()
-        })).collect();
+        let cond: Vec<f64> = (0..4)
+            .flat_map(|i| {
+                (i + 1..4).map(move |j| {
+                    let (a, b) = (pts[i], pts[j]);
+                    ((a.0 - b.0).powi(2) + (a.1 - b.1).powi(2)).sqrt()
+                })
+            })
+            .collect();
         let d = Distances::new(&cond, 4, false).unwrap();
         let y: Vec<f64> = pts.iter().flat_map(|p| [p.0 - 1.5, p.1 - 2.0]).collect();
         let mut means = vec![0.0; 4];

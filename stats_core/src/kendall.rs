@@ -10,8 +10,7 @@ use rayon::prelude::*;
 pub fn tau_b(x: &[f64], y: &[f64]) -> f64 {
     debug_assert_eq!(x.len(), y.len());
     let n = x.len();
-    let (mut concordant_minus_discordant, mut tied_x_only, mut tied_y_only, mut untied) =
-        (0i64, 0i64, 0i64, 0i64);
+    let (mut concordant_minus_discordant, mut tied_x_only, mut tied_y_only, mut untied) = (0i64, 0i64, 0i64, 0i64);
     for i in 0..n {
         for j in (i + 1)..n {
             let dx = x[i] - x[j];

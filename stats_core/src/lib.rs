@@ -12,13 +12,13 @@ pub mod cluster;
 pub mod factored;
 pub mod kendall;
 pub mod matrix;
-pub mod pdist;
 pub mod observed;
+pub mod pdist;
 pub mod permanova;
 pub mod permdisp;
 pub mod permute;
-pub mod screen;
 mod py;
+pub mod screen;
 
 /// The private compiled module `stats_core._native`; only `stats_core/_backend.py` imports it.
 #[pymodule]

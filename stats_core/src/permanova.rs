@@ -108,7 +108,14 @@ mod avx2 {
 
     /// `super::task` for byte labels with the AVX2 tile.
     #[target_feature(enable = "avx2")]
-    pub unsafe fn task_u8(d: crate::matrix::Distances<'_>, packed: &[u8], inv: &[f64], r0: usize, r1: usize, out: &mut [f64]) {
+    pub unsafe fn task_u8(
+        d: crate::matrix::Distances<'_>,
+        packed: &[u8],
+        inv: &[f64],
+        r0: usize,
+        r1: usize,
+        out: &mut [f64],
+    ) {
         super::task(d, packed, inv, r0, r1, out, |r, l, o| unsafe { row_tile_u8(r, l, o) })
     }
 }

@@ -1,7 +1,10 @@
 //! PyO3 shims for the kernels other than Kendall's: convert arguments, check codes, release the GIL.
 use crate::matrix::Distances;
 use crate::{bootstrap, cluster, factored, observed, pdist, permanova, permdisp, permute, screen};
-use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use numpy::{
+    IntoPyArray, PyArray1, PyArray2, PyArray3, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3,
+    PyReadonlyArrayDyn, PyUntypedArrayMethods,
+};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -9,7 +12,10 @@ fn err(message: impl Into<String>) -> PyErr {
     PyValueError::new_err(message.into())
 }
 
-fn contiguous<'a, T: numpy::Element, D: numpy::ndarray::Dimension>(name: &str, a: &'a numpy::PyReadonlyArray<'_, T, D>) -> PyResult<&'a [T]> {
+fn contiguous<'a, T: numpy::Element, D: numpy::ndarray::Dimension>(
+    name: &str,
+    a: &'a numpy::PyReadonlyArray<'_, T, D>,
+) -> PyResult<&'a [T]> {
     a.as_slice().map_err(|_| err(format!("{name}: must be C-contiguous")))
 }
 
@@ -63,7 +69,11 @@ fn distances_and_labels<'a>(
 }
 
 /// A distance matrix and one group code per object, each below `g`.
-fn distances_and_codes<'a>(distances: &'a PyReadonlyArrayDyn<'_, f64>, codes: &PyReadonlyArray1<'_, i32>, g: usize) -> PyResult<(Distances<'a>, Vec<u32>)> {
+fn distances_and_codes<'a>(
+    distances: &'a PyReadonlyArrayDyn<'_, f64>,
+    codes: &PyReadonlyArray1<'_, i32>,
+    g: usize,
+) -> PyResult<(Distances<'a>, Vec<u32>)> {
     let d = self::distances(distances)?;
     let c = object_codes(codes, d.n, &format!("but the distances have n = {}", d.n), g)?;
     Ok((d, c))
@@ -199,7 +209,8 @@ fn bootstrap_kendall_py<'py>(
     reference: PyReadonlyArray3<'py, f64>,
     indices: PyReadonlyArray3<'py, i32>,
 ) -> PyResult<Bound<'py, PyArray3<f64>>> {
-    let shape: [usize; 4] = samples.shape().try_into().map_err(|_| err("samples: expected 4 dimensions (G, C, D, U)"))?;
+    let shape: [usize; 4] =
+        samples.shape().try_into().map_err(|_| err("samples: expected 4 dimensions (G, C, D, U)"))?;
     let [groups, countries, dims, units] = shape;
     if reference.shape() != [groups, countries, dims] {
         return Err(err(format!("reference: expected shape ({groups}, {countries}, {dims})")));
@@ -215,13 +226,16 @@ fn bootstrap_kendall_py<'py>(
     out.into_pyarray(py).reshape([b, groups, dims])
 }
 
+/// (centroids (g × k), per-group spread) as Python receives them.
+type CentroidsSpread<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>);
+
 #[pyfunction(name = "cluster_spread")]
 fn cluster_spread_py<'py>(
     py: Python<'py>,
     x: PyReadonlyArray2<'py, f64>,
     codes: PyReadonlyArray1<'py, i32>,
     n_groups: usize,
-) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>)> {
+) -> PyResult<CentroidsSpread<'py>> {
     let (n, k) = (x.shape()[0], x.shape()[1]);
     let c = object_codes(&codes, n, &format!("for {n} rows"), n_groups)?;
     let data = contiguous("x", &x)?;

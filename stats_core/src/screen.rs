@@ -24,7 +24,13 @@ pub const QUANTUM_MAX: f64 = 8_388_608.0;
 
 /// Per-lane sums over one tile of q for two rows at once: Σ_j q0_j [label_j = own0], Σ_j q1_j [label_j = own1].
 #[inline(always)]
-fn pair_sums(q0: &[u32], q1: &[u32], labels: &[u32], own0: &[u32; LANES], own1: &[u32; LANES]) -> ([u32; LANES], [u32; LANES]) {
+fn pair_sums(
+    q0: &[u32],
+    q1: &[u32],
+    labels: &[u32],
+    own0: &[u32; LANES],
+    own1: &[u32; LANES],
+) -> ([u32; LANES], [u32; LANES]) {
     let (mut a0, mut a1) = ([0u32; LANES], [0u32; LANES]);
     for ((&x0, &x1), lj) in q0.iter().zip(q1).zip(labels.chunks_exact(LANES)) {
         let lj: &[u32; LANES] = lj.try_into().expect("a whole lane group");
@@ -58,7 +64,9 @@ fn task_body(d: Distances<'_>, packed: &[u32], inv: &[f64], scale: f64, r0: usiz
         let q_row = |i: usize, from: usize| &tile[(i - r0) * COLS + (from - c0)..(i - r0) * COLS + (c1 - c0)];
         for c in 0..chunks {
             let labels = &packed[c * n * LANES..(c + 1) * n * LANES];
-            let own = |i: usize| -> &[u32; LANES] { labels[i * LANES..(i + 1) * LANES].try_into().expect("a whole lane group") };
+            let own = |i: usize| -> &[u32; LANES] {
+                labels[i * LANES..(i + 1) * LANES].try_into().expect("a whole lane group")
+            };
             let slot = &mut out[c * LANES..(c + 1) * LANES];
             let mut i = r0;
             while i < last {
@@ -120,7 +128,10 @@ mod avx2 {
     /// (−Σ plane 0, −Σ plane 1, −Σ plane 2) per lane in i32.
     #[inline(always)]
     unsafe fn row_planes(planes: &[u16], labels: &[u8], own: [__m256i; 2], m0: usize, m1: usize) -> [[__m256i; 4]; 3] {
-        assert!(m1 <= PAIRS && planes.len() >= 3 * PAIRS && labels.len() >= m1 * 2 * LANES, "a tile within its buffers");
+        assert!(
+            m1 <= PAIRS && planes.len() >= 3 * PAIRS && labels.len() >= m1 * 2 * LANES,
+            "a tile within its buffers"
+        );
         let mut wide = [[_mm256_setzero_si256(); 4]; 3];
         let mut m = m0;
         while m < m1 {
@@ -128,7 +139,10 @@ mod avx2 {
             let mut acc = [[_mm256_setzero_si256(); 2]; 3];
             for mm in m..end {
                 let lp = labels.as_ptr().add(mm * 2 * LANES) as *const __m256i;
-                let mask = [_mm256_cmpeq_epi8(_mm256_loadu_si256(lp), own[0]), _mm256_cmpeq_epi8(_mm256_loadu_si256(lp.add(1)), own[1])];
+                let mask = [
+                    _mm256_cmpeq_epi8(_mm256_loadu_si256(lp), own[0]),
+                    _mm256_cmpeq_epi8(_mm256_loadu_si256(lp.add(1)), own[1]),
+                ];
                 for (b, accb) in acc.iter_mut().enumerate() {
                     let q = _mm256_set1_epi16(*planes.get_unchecked(b * PAIRS + mm) as i16);
                     for (v, a) in accb.iter_mut().enumerate() {
@@ -152,7 +166,15 @@ mod avx2 {
     /// `super::task_body` for byte-pair labels (`super::pack_pairs`); same sums, same order of f64 additions.
     #[target_feature(enable = "avx2")]
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn task(d: Distances<'_>, packed: &[u8], inv: &[f64], scale: f64, r0: usize, r1: usize, out: &mut [f64]) {
+    pub unsafe fn task(
+        d: Distances<'_>,
+        packed: &[u8],
+        inv: &[f64],
+        scale: f64,
+        r0: usize,
+        r1: usize,
+        out: &mut [f64],
+    ) {
         let n = d.n;
         let pairs = n.div_ceil(2);
         let chunks = out.len() / LANES;
@@ -172,7 +194,13 @@ mod avx2 {
                 let j0 = c0.max(i + 1);
                 let t = &mut planes[(i - r0) * 3 * PAIRS..(i - r0 + 1) * 3 * PAIRS];
                 for m in (j0 - c0) / 2..tile_pairs {
-                    let q = |j: usize| if j >= j0 && j < c1 { (row[j - i - 1] * row[j - i - 1] * scale).round() as u32 } else { 0 };
+                    let q = |j: usize| {
+                        if j >= j0 && j < c1 {
+                            (row[j - i - 1] * row[j - i - 1] * scale).round() as u32
+                        } else {
+                            0
+                        }
+                    };
                     let (qa, qb) = (q(c0 + 2 * m), q(c0 + 2 * m + 1));
                     for b in 0..3 {
                         t[b * PAIRS + m] = (((qa >> (8 * b)) & 255) | (((qb >> (8 * b)) & 255) << 8)) as u16;
@@ -200,7 +228,8 @@ mod avx2 {
                     }
                     for q in 0..LANES {
                         let own_q = labels[(i / 2) * 2 * LANES + 2 * q + i % 2] as usize;
-                        let total = -(i64::from(sums[0][q]) + 256 * i64::from(sums[1][q]) + 65536 * i64::from(sums[2][q]));
+                        let total =
+                            -(i64::from(sums[0][q]) + 256 * i64::from(sums[1][q]) + 65536 * i64::from(sums[2][q]));
                         slot[q] += total as f64 * inv[own_q];
                     }
                 }
@@ -233,7 +262,14 @@ pub enum Kernel {
 }
 
 /// `quantized_within_sums` with a given kernel (BytePlanes panics without AVX2 or with > 256 groups).
-pub fn quantized_within_sums_by(kernel: Kernel, d: Distances<'_>, labels: &[i32], perms: usize, inv: &[f64], scale: f64) -> Vec<f64> {
+pub fn quantized_within_sums_by(
+    kernel: Kernel,
+    d: Distances<'_>,
+    labels: &[i32],
+    perms: usize,
+    inv: &[f64],
+    scale: f64,
+) -> Vec<f64> {
     let n = d.n;
     let mut total = match kernel {
         #[cfg(target_arch = "x86_64")]
@@ -298,8 +334,11 @@ mod tests {
     fn equals_the_pairwise_sum_across_tiles_odd_rows_and_many_groups() {
         let mut state = 7u64;
         // sizes straddle ROWS, COLS and LANES; 300 groups exercise labels beyond a byte
-        for &(n, perms, g) in &[(2usize, 1usize, 2usize), (3, 2, 2), (33, 5, 3), (258, 33, 4), (530, 40, 7), (700, 3, 300)] {
-            let cond: Vec<f64> = (0..n * (n - 1) / 2).map(|_| lcg(&mut state) as f64 / (1u64 << 31) as f64 * 3.0).collect();
+        for &(n, perms, g) in
+            &[(2usize, 1usize, 2usize), (3, 2, 2), (33, 5, 3), (258, 33, 4), (530, 40, 7), (700, 3, 300)]
+        {
+            let cond: Vec<f64> =
+                (0..n * (n - 1) / 2).map(|_| lcg(&mut state) as f64 / (1u64 << 31) as f64 * 3.0).collect();
             let d = Distances::new(&cond, n, false).unwrap();
             let largest = cond.iter().map(|v| v * v).fold(0.0, f64::max);
             let scale = QUANTUM_MAX / largest;
@@ -321,14 +360,19 @@ mod tests {
         }
         let mut state = 11u64;
         for &(n, perms, g) in &[(2usize, 1usize, 2usize), (5, 3, 2), (64, 33, 3), (257, 40, 5), (531, 70, 256)] {
-            let cond: Vec<f64> = (0..n * (n - 1) / 2).map(|_| lcg(&mut state) as f64 / (1u64 << 31) as f64 * 5.0).collect();
+            let cond: Vec<f64> =
+                (0..n * (n - 1) / 2).map(|_| lcg(&mut state) as f64 / (1u64 << 31) as f64 * 5.0).collect();
             let d = Distances::new(&cond, n, false).unwrap();
             let scale = QUANTUM_MAX / cond.iter().map(|v| v * v).fold(0.0, f64::max);
             let labels: Vec<i32> = (0..perms * n).map(|_| (lcg(&mut state) % g as u64) as i32).collect();
             let inv: Vec<f64> = (0..g).map(|c| 1.0 / (c + 2) as f64).collect();
             let bytes = quantized_within_sums_by(Kernel::BytePlanes, d, &labels, perms, &inv, scale);
             let words = quantized_within_sums_by(Kernel::Words, d, &labels, perms, &inv, scale);
-            assert_eq!(bytes.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), words.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "n={n}");
+            assert_eq!(
+                bytes.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                words.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "n={n}"
+            );
         }
     }
 
