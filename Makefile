@@ -4,7 +4,7 @@ VENV   := $(CURDIR)/.venv
 BIN    := $(VENV)/bin
 DEPS   := $(VENV)/.deps-installed
 
-.PHONY: build test demo bench clean
+.PHONY: build lint test demo bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,19 @@ $(DEPS): pyproject.toml | $(BIN)/python
 # Builds the Rust extension (release) and installs hofcat in development mode into .venv.
 build: $(DEPS)
 	VIRTUAL_ENV=$(VENV) $(BIN)/maturin develop --release -q
+
+# The lint gate (.ci/run runs it before the tests); any finding fails it. clippy runs twice: with the default
+# features (cargo test) and with the features maturin builds the wheel with ([tool.maturin] features).
+# stubtest checks stats_core/_native.pyi against the module just built: names, parameters, defaults, kinds.
+MATURIN_FEATURES = $(shell $(BIN)/python -c 'import tomllib;print(",".join(tomllib.load(open("pyproject.toml","rb"))["tool"]["maturin"].get("features",[])))')
+
+lint: build
+	$(BIN)/ruff check runner stats_core tests benches
+	$(BIN)/ruff format --check runner stats_core tests benches
+	cargo fmt --check
+	cargo clippy --all-targets -- -D warnings
+	cargo clippy --all-targets --features "$(MATURIN_FEATURES)" -- -D warnings
+	$(BIN)/python -m mypy.stubtest stats_core._native
 
 test: build
 	cargo test --quiet

@@ -100,9 +100,9 @@ def child(code: str, run: Path) -> list[float]:
 
 def check(run: Path) -> float:
     """Largest |CAT(analysis) − CAT(score path on eagerly loaded means)| over conditions."""
-    from runner.cat_result import score_means
-    from runner.means_file import MeansTable
-    from runner.reference import load_reference
+    from runner.score.cat import score_means
+    from runner.score.means_file import MeansTable
+    from runner.survey.reference import load_reference
 
     a = pl.read_parquet(run / "answers" / "*.parquet").join(
         pl.read_parquet(run / "responses" / "*.parquet").drop("question"), on="cell_key")

@@ -34,8 +34,8 @@ from typing import Any
 
 import aiohttp
 
-from runner.constrained import constrained_request_fields
-from runner.llm import LocalLLM
+from runner.survey.constrained import constrained_request_fields
+from runner.endpoints.llm import LocalLLM
 
 DEMO_PERSONAS = ("China", "Germany", "Japan", "U.S.A.")
 
@@ -63,8 +63,8 @@ max_tokens = {max_tokens}
 
 def planned_cells(spec_source: str) -> tuple[Any, list[Any]]:
     """The parsed spec and its plan."""
-    from runner.plan import iter_cells
-    from runner.spec import parse_spec
+    from runner.sweep.plan import iter_cells
+    from runner.sweep.spec import parse_spec
 
     spec = parse_spec(spec_source)
     return spec, list(iter_cells(spec))
@@ -72,7 +72,7 @@ def planned_cells(spec_source: str) -> tuple[Any, list[Any]]:
 
 def request_body(cell: Any, extra: dict[str, Any]) -> dict[str, Any]:
     """The chat body hofcat's OpenAI provider sends for ``cell``, plus ``extra`` fields."""
-    from runner.execute import _rendered
+    from runner.sweep.execute import _rendered
 
     return {"model": cell.endpoint.model, "messages": _rendered(cell.prompt)[0],
             "temperature": cell.sampling.temperature, "top_p": cell.sampling.top_p,
@@ -98,8 +98,8 @@ async def plain_loop(url: str, bodies: list[bytes], concurrency: int) -> list[st
 
 def throughput(seeds: int, concurrency: int, rounds: int) -> dict[str, Any]:
     """Requests/s of the plain loop and of ``run_sweep`` on the same cells and server, alternating."""
-    from runner.store import read_dataset
-    from runner.sweep import run_sweep
+    from runner.rundir import read_dataset
+    from runner.sweep.session import run_sweep
 
     with LocalLLM(slots=4, ctx_per_slot=1024) as llm:
         spec, plan = planned_cells(spec_text(llm.base_url, seeds, concurrency, "fewshot", 8))

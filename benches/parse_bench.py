@@ -14,7 +14,7 @@ import re
 import time
 from pathlib import Path
 
-from runner.cell import PromptCell
+from runner.survey.cell import PromptCell
 from runner.parse import PARSER_VERSION, parse_reply
 
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "tests" / "data" / "parse_corpus"

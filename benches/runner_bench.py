@@ -30,8 +30,8 @@ from pathlib import Path
 
 import aiohttp
 
-from runner.prompts import load_templates
-from runner.sim import SimProcess
+from runner.survey.prompts import load_templates
+from runner.endpoints.sim import SimProcess
 
 
 def spec_text(base_url: str, cells: int, concurrency: int) -> str:
@@ -74,11 +74,11 @@ async def plain_loop(url: str, bodies: list[bytes], concurrency: int) -> list[st
 
 def throughput(cells: int, concurrency: int, rounds: int = 3) -> dict[str, float]:
     """Cells per second (median of ``rounds``) of the plain loop and of hofcat on the same requests, same server."""
-    from runner.execute import _rendered
-    from runner.plan import iter_cells
-    from runner.spec import parse_spec
-    from runner.store import read_dataset
-    from runner.sweep import run_sweep
+    from runner.sweep.execute import _rendered
+    from runner.sweep.plan import iter_cells
+    from runner.sweep.spec import parse_spec
+    from runner.rundir import read_dataset
+    from runner.sweep.session import run_sweep
 
     with SimProcess(["--seed", "1"]) as sim:
         _separate_cores(sim)
@@ -143,7 +143,7 @@ def memory(cells: int, concurrency: int = 64) -> dict[str, float]:
         stdout, stderr = process.communicate()
         assert process.returncode == 0, stderr
         elapsed = time.perf_counter() - t0
-        from runner.accounting import run_status
+        from runner.sweep.accounting import run_status
 
         status = run_status(f"{tmp}/run")
     assert status["done"] == status["planned"] and status["remaining"] == 0 and status["failed"] == 0

@@ -25,9 +25,9 @@ from typing import Any
 import aiohttp
 import psutil
 
-from runner.cell import Framing, PromptCell
-from runner.prompts import build_messages, load_templates
-from runner.sim import SimProcess
+from runner.survey.cell import Framing, PromptCell
+from runner.survey.prompts import build_messages, load_templates
+from runner.endpoints.sim import SimProcess
 
 FIXED_REPLY = {
     "id": "chatcmpl-bare", "object": "chat.completion", "created": 0, "model": "bare",
@@ -102,7 +102,7 @@ async def blast(base_url: str, bodies: list[bytes], concurrency: int) -> tuple[f
 async def check_correct(base_url: str, bodies: list[bytes], concurrency: int) -> int:
     """Every reply is a completion whose parsed answer equals the option the server logged; returns the count."""
     from runner.parse import parse_reply
-    from runner.sim.data import load_reader
+    from runner.endpoints.sim.data import load_reader
 
     _, replies = await blast(base_url, bodies, concurrency)
     async with aiohttp.ClientSession() as session:

@@ -1,10 +1,94 @@
-"""hofcat's runner: spec → plan → execute → store → parse → score → analyse → report."""
+"""hofcat: measure the cultural values language models express with Hofstede's VSM 2013, at sweep scale.
+
+The Python API (documented in docs/python-api.md)::
+
+    import runner as hofcat
+    spec = hofcat.load_spec("spec.toml")
+    hofcat.plan_sweep(spec)                   # cells, token and cost bounds; sends nothing
+    hofcat.run_sweep(spec, "runs/r1")         # or: await hofcat.run_sweep_async(spec, "runs/r1") in a notebook
+    hofcat.analyze_run("runs/r1")             # RUN/analysis; await hofcat.analyze_run_async(...) likewise
+    hofcat.render_report("runs/r1")           # RUN/report/index.html
+    table = hofcat.read_table("runs/r1")      # polars: one row per answer with its design factors
+
+The package is organised by stage, in data-flow order: ``survey`` (shared vocabulary) → ``sweep`` (spec,
+plan, execute) → ``rundir`` (the run directory) → ``parse`` → ``score`` → ``analyze`` → ``report``, with
+``endpoints`` (simulator, local llama.cpp server, demo) and ``commands`` (one module per subcommand) on top.
+Names are imported on first use, so ``import runner`` stays light. The functions are named for what they
+do (``analyze_run``, ``render_report``), never for a stage package (``runner.analyze``, ``runner.report``).
+"""
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
+from typing import TYPE_CHECKING, Any
 
 try:
     __version__ = importlib.metadata.version("hofcat")
 except importlib.metadata.PackageNotFoundError:  # running from a checkout that was never built
     __version__ = "0+unknown"
+
+# Public name → the module that defines it.
+_EXPORTS = {
+    **dict.fromkeys(("analyze_run", "analyze_run_async", "load_spec", "parse_spec", "plan_sweep", "read_table",
+                     "render_report", "render_report_async", "reparse", "run_status", "run_sweep", "run_sweep_async"),
+                    "runner.api"),
+    "AnalysisOptions": "runner.analyze.run",
+    "Policy": "runner.parse.policy",
+    "RunResult": "runner.sweep.execute",
+    "Spec": "runner.sweep.spec",
+    **dict.fromkeys(("HofcatError", "InputError", "LLMError", "NotInstalledError", "ProbeError", "RequestError",
+                     "RunDirError", "SpecError", "UsageError"), "runner.errors"),
+}
+
+__all__ = [
+    "AnalysisOptions",
+    "HofcatError",
+    "InputError",
+    "LLMError",
+    "NotInstalledError",
+    "Policy",
+    "ProbeError",
+    "RequestError",
+    "RunDirError",
+    "RunResult",
+    "Spec",
+    "SpecError",
+    "UsageError",
+    "analyze_run",
+    "analyze_run_async",
+    "load_spec",
+    "parse_spec",
+    "plan_sweep",
+    "read_table",
+    "render_report",
+    "render_report_async",
+    "reparse",
+    "run_status",
+    "run_sweep",
+    "run_sweep_async",
+]
+
+if TYPE_CHECKING:
+    from runner.analyze.run import AnalysisOptions
+    from runner.api import (analyze_run, analyze_run_async, load_spec, parse_spec, plan_sweep, read_table,
+                            render_report, render_report_async, reparse, run_status, run_sweep, run_sweep_async)
+    from runner.errors import (HofcatError, InputError, LLMError, NotInstalledError, ProbeError, RequestError,
+                               RunDirError, SpecError, UsageError)
+    from runner.parse.policy import Policy
+    from runner.sweep.execute import RunResult
+    from runner.sweep.spec import Spec
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use (PEP 562)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'runner' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -16,11 +17,13 @@ from runner.errors import HofcatError
 
 COMMAND_MODULES = (
     "runner.commands.info",
+    "runner.commands.examples",
     "runner.commands.score",
     "runner.commands.parse_text",
     "runner.commands.plan",
     "runner.commands.run",
     "runner.commands.status",
+    "runner.commands.reparse",
     "runner.commands.serve_sim",
     "runner.commands.serve_llm",
     "runner.commands.probe",
@@ -58,6 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (``hofcat ... | head``): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

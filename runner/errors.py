@@ -29,8 +29,10 @@ in parentheses)::
     ├── LLMError (RuntimeError)          the local llama.cpp server
     │   ├── ModelNotFoundError           --model is neither a known model name nor an existing .gguf file
     │   ├── PortInUseError               --port is already bound on the host
-    │   └── ServerStartError             the server exited or did not answer /health in time (log tail)
-    └── ProbeError (RuntimeError)        every request of a determinism probe failed
+    │   ├── ServerStartError             the server exited or did not answer /health in time (log tail)
+    │   └── NotInstalledError            llama.cpp's server or a model is not installed (names the pip command)
+    ├── ProbeError (RuntimeError)        every request of a determinism probe failed
+    └── UsageError (RuntimeError)        a Python API call made where it cannot work (e.g. inside a running loop)
 """
 
 from __future__ import annotations
@@ -190,5 +192,13 @@ class ServerStartError(LLMError):
     """The server process exited or did not become healthy."""
 
 
+class NotInstalledError(LLMError):
+    """An optional part hofcat does not install by default is missing; the message names the install command."""
+
+
 class ProbeError(HofcatError, RuntimeError):
     """Every request of the probe failed (the endpoint is unreachable or rejects the request)."""
+
+
+class UsageError(HofcatError, RuntimeError):
+    """A Python API function called where it cannot work; the message names the call to use instead."""

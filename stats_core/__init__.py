@@ -3,13 +3,15 @@
 Each kernel exists three times — compiled Rust (``stats_core._native``), numba and a numpy reference —
 and every public function takes ``backend="auto"|"native"|"numba"|"numpy"``. ``backend()`` names the
 one ``auto`` uses; the environment variable ``STATS_CORE_BACKEND`` forces one. Random functions take an
-integer ``seed`` (recorded in their result); the same seed gives the same result on every backend.
+integer ``seed`` (recorded in their result); the same seed gives the same result on every backend. The
+bootstrap's building blocks, ``bootstrap_indices`` (the stratified draws) and ``percentile_interval``, are
+plain numpy (no kernel, hence no ``backend``) and public so that every bootstrap shares one random stream.
 """
 
 from __future__ import annotations
 
 from stats_core._backend import BackendFallbackWarning, available, backend
-from stats_core.bootstrap import bootstrap_kendall_tau
+from stats_core.bootstrap import bootstrap_indices, bootstrap_kendall_tau, percentile_interval
 from stats_core.cluster import davies_bouldin, mcd, silhouette, ss_h
 from stats_core.distance import pdist, pdist_square, squareform
 from stats_core.errors import BackendUnavailableError, InvalidInputError, StatsCoreError
@@ -29,12 +31,14 @@ __all__ = [
     "StatsCoreError",
     "available",
     "backend",
+    "bootstrap_indices",
     "bootstrap_kendall_tau",
     "davies_bouldin",
     "kendall_tau",
     "mcd",
     "pdist",
     "pdist_square",
+    "percentile_interval",
     "permanova",
     "permdisp",
     "silhouette",

@@ -8,8 +8,10 @@ them one by one from numpy's generator cost more than the whole PERMANOVA kernel
 gives bit-identical permutations, hence identical p-values, for the same seed. Work proceeds in blocks
 of permutations so memory is bounded by the block, not by the number of permutations.
 
-(The bootstrap draws its indices from ``numpy.random.default_rng(seed)`` in ``scipy.stats.bootstrap``'s
-order instead, so that its distribution equals scipy's; that is a few hundred thousand draws.)
+(The bootstrap draws its indices from ``numpy.random.default_rng(SeedSequence(seed))`` in
+``scipy.stats.bootstrap``'s order instead — ``stats_core.bootstrap_indices``, shared by
+``bootstrap_kendall_tau`` and hofcat's analysis — so that its distribution equals scipy's; that is a few
+hundred thousand draws.)
 """
 
 from __future__ import annotations

@@ -7,6 +7,12 @@ country (``paired=False``), and the indices are drawn in scipy's order: for the 
 bootstrap distribution equals scipy's. Intervals: ``percentile`` or ``bca`` (Efron & Tibshirani 1993,
 14.3 and 15.4, as scipy).
 
+The draws and the interval are public, so that every bootstrap in hofcat shares them (one random stream, one
+percentile rule): ``bootstrap_indices`` draws the stratified resample indices and ``percentile_interval``
+turns a bootstrap distribution into a percentile interval. ``bootstrap_kendall_tau(seed=s)`` uses
+``bootstrap_indices(sizes, n_resamples, s)``; hofcat's analysis uses ``bootstrap_indices(sizes, n_resamples,
+(s, condition))`` — one ``SeedSequence`` stream per condition.
+
 Undefined taus (NaN: every resampled country mean equal, or a constant reference) are counted in
 ``undefined`` and left out of the interval and standard error, which use the remaining resamples. A cell
 whose observed tau is NaN gets a NaN interval. For ``bca``, when the jackknife values are all equal the
@@ -15,6 +21,7 @@ acceleration is undefined and taken as 0 (bias-corrected percentile) instead of 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from statistics import NormalDist
 
 import numpy as np
@@ -25,6 +32,60 @@ from stats_core.errors import InvalidInputError
 from stats_core.results import BootstrapResult, ConfidenceInterval
 
 METHODS = ("bca", "percentile")
+
+
+def bootstrap_indices(sizes: Sequence[int], n_resamples: int, seed: int | Sequence[int]) -> tuple[np.ndarray, ...]:
+    """Stratified bootstrap draws: for stratum k, an (n_resamples, sizes[k]) int64 array of indices into it.
+
+    Every stratum (a country) is resampled with replacement, independently of the others. The draws come
+    from one generator, ``rng = numpy.random.default_rng(numpy.random.SeedSequence(seed))``, stratum after
+    stratum: stratum k's indices are ``rng.integers(0, sizes[k], (n_resamples, sizes[k]))``, which is
+    ``scipy.stats.bootstrap``'s order for independent samples (``paired=False``). ``seed`` is a non-negative
+    integer or a sequence of them (the SeedSequence entropy, e.g. ``(seed, condition)`` for one independent
+    stream per condition). Note that numpy zero-pads short entropy, so ``(seed, 0)`` is the stream of ``seed``.
+    """
+    counts = [_validate.int_at_least("sizes", size, 1) for size in sizes]
+    n_resamples = _validate.int_at_least("n_resamples", n_resamples, 1)
+    rng = np.random.default_rng(np.random.SeedSequence(_entropy(seed)))
+    return tuple(rng.integers(0, size, (n_resamples, size)) for size in counts)
+
+
+def percentile_interval(distribution: object, confidence_level: float = 0.95) -> ConfidenceInterval:
+    """Percentile interval over the last axis (the resamples); NaN resamples are left out, NaN where none is left.
+
+    Limits are ``numpy.quantile`` (linear interpolation) at (1 − level)/2 and (1 + level)/2 of the defined
+    resamples, as ``scipy.stats.bootstrap(method="percentile")`` and ``bootstrap_kendall_tau`` compute them.
+    """
+    dist = np.asarray(distribution, dtype=np.float64)
+    if dist.ndim < 1 or dist.shape[-1] < 1:
+        raise InvalidInputError("distribution", f"expected resamples on the last axis, got shape {dist.shape}")
+    alpha = _alpha(confidence_level)
+    low, high = _limits(dist, np.full(dist.shape[:-1], alpha), np.full(dist.shape[:-1], 1.0 - alpha))
+    return ConfidenceInterval(low, high)
+
+
+def _entropy(seed: object) -> int | list[int]:
+    """``seed`` checked as SeedSequence entropy: an integer in [0, 2**64) or a non-empty sequence of them."""
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        return _resample.seed_value(seed)
+    problem = f"expected a non-negative integer or a sequence of them, got {seed!r}"
+    if isinstance(seed, (str, bytes)) or not isinstance(seed, (Sequence, np.ndarray)) or len(seed) == 0:
+        raise InvalidInputError("seed", problem)
+    try:
+        return [_resample.seed_value(part) for part in seed]
+    except InvalidInputError:
+        raise InvalidInputError("seed", problem) from None
+
+
+def _alpha(confidence_level: object) -> float:
+    """(1 − confidence_level)/2, the level checked to lie in (0, 1)."""
+    try:
+        level = float(confidence_level)
+    except (TypeError, ValueError):
+        level = float("nan")
+    if not 0.0 < level < 1.0:
+        raise InvalidInputError("confidence_level", f"expected a number in (0, 1), got {confidence_level!r}")
+    return (1.0 - level) / 2.0
 
 
 def bootstrap_kendall_tau(
@@ -45,19 +106,16 @@ def bootstrap_kendall_tau(
     """
     x, ref = _checked(samples, reference)
     n_resamples = _validate.int_at_least("n_resamples", n_resamples, 1)
-    if not 0.0 < float(confidence_level) < 1.0:
-        raise InvalidInputError("confidence_level", f"expected a number in (0, 1), got {confidence_level!r}")
+    alpha = _alpha(confidence_level)
     if method not in METHODS:
         raise InvalidInputError("method", f"{method!r} is not one of {', '.join(map(repr, METHODS))}")
     seed_used = _resample.seed_value(seed)
-    rng = np.random.default_rng(seed_used)
     k = kernels(backend)
     _, countries, _, units = x.shape
-    indices = np.stack([rng.integers(0, units, (n_resamples, units)) for _ in range(countries)]).astype(np.int32)
+    indices = np.stack(bootstrap_indices([units] * countries, n_resamples, seed_used)).astype(np.int32)
     observed = _tau_of_means(k, sequential_mean(x), ref)
     # (B, G, D) from the kernel → scipy's layout (G, D, B).
     distribution = np.moveaxis(k.bootstrap_kendall(x, ref, indices), 0, -1)
-    alpha = (1.0 - float(confidence_level)) / 2.0
     if method == "bca":
         low_q, high_q = _bca_levels(k, x, ref, observed, distribution, alpha)
     else:
@@ -162,18 +220,28 @@ def _bca_levels(k, x, ref, observed, distribution, alpha):
         return _ndtr(z0 + num1 / (1 - a_hat * num1)), _ndtr(z0 + num2 / (1 - a_hat * num2))
 
 
-def _summaries(distribution, observed, low_q, high_q):
-    """Interval limits, standard error and NaN count per cell, NaN resamples left out."""
-    low = np.full(observed.shape, np.nan)
-    high = np.full(observed.shape, np.nan)
-    se = np.full(observed.shape, np.nan)
-    undefined = np.isnan(distribution).sum(axis=-1)
-    for cell in np.ndindex(observed.shape):
-        values = np.sort(distribution[cell][~np.isnan(distribution[cell])])
-        if values.shape[0] >= 2:
-            se[cell] = values.std(ddof=1)
-        if values.shape[0] == 0 or np.isnan(observed[cell]) or np.isnan(low_q[cell]) or np.isnan(high_q[cell]):
+def _limits(distribution: np.ndarray, low_q: np.ndarray, high_q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Quantiles ``low_q``/``high_q`` per cell of the non-NaN resamples (last axis); NaN where none or q is NaN."""
+    low = np.full(distribution.shape[:-1], np.nan)
+    high = np.full(distribution.shape[:-1], np.nan)
+    for cell in np.ndindex(low.shape):
+        values = distribution[cell][~np.isnan(distribution[cell])]
+        if values.shape[0] == 0 or np.isnan(low_q[cell]) or np.isnan(high_q[cell]):
             continue
         low[cell] = np.quantile(values, low_q[cell])
         high[cell] = np.quantile(values, high_q[cell])
+    return low, high
+
+
+def _summaries(distribution, observed, low_q, high_q):
+    """Interval limits (NaN where the observed tau is), standard error and NaN count per cell, NaNs left out."""
+    low, high = _limits(distribution, low_q, high_q)
+    low[np.isnan(observed)] = np.nan
+    high[np.isnan(observed)] = np.nan
+    se = np.full(observed.shape, np.nan)
+    undefined = np.isnan(distribution).sum(axis=-1)
+    for cell in np.ndindex(observed.shape):
+        values = distribution[cell][~np.isnan(distribution[cell])]
+        if values.shape[0] >= 2:
+            se[cell] = values.std(ddof=1)
     return low, high, se, undefined

@@ -8,9 +8,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from runner.plan import iter_cells
-from runner.spec import Spec, parse_spec
-from runner.store import read_dataset
+from runner.sweep.plan import iter_cells
+from runner.sweep.spec import Spec, parse_spec
+from runner.rundir import read_dataset
 
 
 def _toml_value(value: Any) -> str:
@@ -64,7 +64,7 @@ def check_run_dir(run_dir: Path, spec: Spec) -> dict[str, Any]:
 
 def sent_request_keys(run_dir: Path, rows: dict[str, dict]) -> dict[str, str]:
     """cell_key → the simulator's request_key of the body hofcat sent for that cell (from stored data)."""
-    from runner.sim import request_key
+    from runner.endpoints.sim import request_key
 
     prompts = {p["prompt_hash"]: json.loads(p["messages_json"]) for p in read_dataset(run_dir, "prompts").to_pylist()}
     return {key: request_key({"model": r["model"], "messages": prompts[r["prompt_hash"]],

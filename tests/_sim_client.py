@@ -9,8 +9,8 @@ from typing import Any
 
 import aiohttp
 
-from runner.cell import PromptCell
-from runner.prompts import build_messages
+from runner.survey.cell import PromptCell
+from runner.survey.prompts import build_messages
 
 # A small reference table (a user-CSV-like set): tests that must not depend on the shipped sets use it.
 SCORES: dict[str, dict[str, float | None]] = {

@@ -13,13 +13,13 @@ from runner.analyze.agreement import agreement_tables
 from runner.analyze.design import infer_design
 from runner.analyze.tables import question_table, status_rates, temperature_zero_disagreement
 from runner.analyze.units import unit_array
-from runner.cat_result import score_means
-from runner.dimensions import DIMENSIONS
 from runner.errors import InputError
-from runner.means_file import MeansTable
-from runner.ranking import rank_agreement
-from runner.reference import load_reference
-from runner.scoring import indices_from_means
+from runner.score.cat import score_means
+from runner.score.indices import indices_from_means
+from runner.score.means_file import MeansTable
+from runner.score.ranking import rank_agreement
+from runner.survey.dimensions import DIMENSIONS
+from runner.survey.reference import load_reference
 
 COUNTRIES = ("U.S.A.", "China", "Arab countries", "Japan", "Germany", "Brazil")
 
@@ -184,3 +184,39 @@ def test_store_layout_derivations(tmp_path):
     assert got["language"].to_list() == ["native", "native", "zh"]
     assert got["shuffled"].to_list() == [False, True, True]  # k3's random order happened to be 1-5
     assert "cell_key" not in got.columns and "response_text" not in got.columns
+
+
+def test_one_condition_draws_exactly_what_bootstrap_kendall_tau_draws():
+    """One bootstrap: the analysis's draws are stats_core.bootstrap_indices(..., (seed, c)), and (seed, 0) is the
+    stream of bootstrap_kendall_tau(seed=seed) — so on complete data the intervals are the same numbers."""
+    import stats_core
+
+    reference = load_reference("hofstede-2015")
+    for seed in (0, 3):
+        frame = make_answers(seed, models=("a",), countries=COUNTRIES, seeds=8)
+        ua = unit_array(frame.lazy(), infer_design(frame.columns))
+        assert ua.conditions.height == 1 and np.isfinite(ua.values).all()
+        ours = agreement_tables(ua, reference, n_resamples=500, seed=seed)["kendall"]
+        samples = np.moveaxis(indices_from_means(ua.values[0]), -1, 1)  # (countries, 6, units)
+        core = stats_core.bootstrap_kendall_tau(samples, reference.matrix(ua.countries), 500, seed=seed)
+        np.testing.assert_array_equal(ours["tau"].to_numpy(), core.statistic)
+        np.testing.assert_array_equal(ours["ci_low"].to_numpy(), core.confidence_interval.low)
+        np.testing.assert_array_equal(ours["ci_high"].to_numpy(), core.confidence_interval.high)
+        np.testing.assert_array_equal(ours["undefined_share"].to_numpy() * 500, core.undefined)
+
+
+def test_each_condition_draws_its_own_documented_stream(monkeypatch):
+    import stats_core
+
+    calls = []
+    real = stats_core.bootstrap_indices
+
+    def spy(sizes, n_resamples, seed):
+        calls.append((tuple(sizes), n_resamples, seed))
+        return real(sizes, n_resamples, seed)
+
+    monkeypatch.setattr(stats_core, "bootstrap_indices", spy)
+    frame = make_answers(2, temps=(0.0, 1.0), seeds=4)  # 2 models × 2 temperatures = 4 conditions
+    ua = unit_array(frame.lazy(), infer_design(frame.columns))
+    agreement_tables(ua, load_reference("hofstede-2015"), n_resamples=30, seed=9)
+    assert calls == [((4, 4, 4), 30, (9, c)) for c in range(4)]

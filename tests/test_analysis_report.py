@@ -9,10 +9,10 @@ import subprocess
 import numpy as np
 import polars as pl
 import pytest
-from conftest import require_program
-from test_analysis_core import make_answers
 
+from conftest import require_program
 from runner.cli import main
+from test_analysis_core import make_answers
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,10 @@ def test_analyze_writes_tables_and_provenance(analysed_run):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["reference"]["name"] == "hofstede-2015" and summary["undefined_tau"] == "nan"
     assert summary["bootstrap"] == {"n_resamples": 100, "confidence_level": 0.95, "method": "percentile",
-                                    "unit": ["seed"], "seed": 3}
+                                    "unit": ["seed"], "seed": 3, "stream": (
+                                        "stats_core.bootstrap_indices(units per country, n_resamples, "
+                                        "(seed, condition))")}
+    assert summary["policy"] == {"unparseable": "drop", "health_items": "answered"}
     assert summary["design"]["factors"] == ["model", "temperature", "top_p"]
     assert summary["answers"] == frame.height and summary["conditions"] == 8
     cat = pl.read_parquet(out / "cat.parquet")
@@ -54,6 +57,7 @@ def test_analyze_bad_run_dir(tmp_path, capsys):
     assert "run `hofcat analyze" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # renders the report, then drives Chromium (CI)
 def test_report_is_self_contained_and_renders_in_chromium(analysed_run, tmp_path):
     run, _ = analysed_run
     assert main(["report", str(run)]) == 0

@@ -12,8 +12,8 @@ from runner.analyze.agreement import masked_mean
 from runner.analyze.design import infer_design
 from runner.analyze.sets import centroid_correlations, disparity, factor_tests, set_separation
 from runner.analyze.units import unit_array
-from runner.reference import load_reference
-from runner.scoring import indices_from_means
+from runner.survey.reference import load_reference
+from runner.score.indices import indices_from_means
 
 NINE = ("U.S.A.", "China", "France", "Germany", "Brazil", "India", "Singapore", "Japan", "South Africa")
 

@@ -14,8 +14,8 @@ from _runner_support import make_spec
 
 from runner.analyze.load import load_answers
 from runner.analyze.run import AnalysisOptions, analyze_run
-from runner.sim import SimConfig, SimServerThread
-from runner.sweep import run_sweep
+from runner.endpoints.sim import SimConfig, SimServerThread
+from runner.sweep.session import run_sweep
 
 PERSONAS = ["United States", "China", "Japan", "Germany", "Brazil"]
 

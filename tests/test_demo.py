@@ -1,20 +1,22 @@
-"""The main job end to end on the simulated endpoint, whose truth is known: positive tau, a complete report."""
+"""The main job end to end on the simulated endpoint, whose truth is known: positive tau, a complete report.
+
+The demo itself runs once for the whole suite: the session fixture ``sim_demo_run`` (tests/conftest.py) runs
+``hofcat demo --endpoint sim --seeds 5`` and keeps both what it printed and what ``run_demo`` returned."""
 
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 
 import polars as pl
 import pytest
 
-from runner.demo import DemoOptions, run_demo
+from runner.endpoints.demo import DemoOptions, run_demo
 
 
-@pytest.fixture(scope="module")
-def sim_demo(tmp_path_factory):
-    return run_demo(tmp_path_factory.mktemp("demo"), DemoOptions(endpoint="sim", seeds=5))
+@pytest.fixture
+def sim_demo(sim_demo_run):
+    """What ``run_demo`` returned in the suite's one demo run."""
+    return sim_demo_run.result
 
 
 def test_sim_demo_recovers_the_reference_ranking(sim_demo):
@@ -55,15 +57,14 @@ def test_sim_demo_report_is_written_with_its_figures(sim_demo):
     assert "Kendall" in html
 
 
-def test_demo_command_prints_parse_rate_taus_and_report(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-m", "runner.cli", "demo", "--endpoint", "sim", "--seeds", "2", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=300, check=True,
-    ).stdout
+def test_demo_command_prints_parse_rate_taus_and_report(sim_demo_run):
+    assert sim_demo_run.exit_code == 0
+    out = sim_demo_run.stdout
     assert "parse rate: 100.0%" in out
     for dim in ("PDI", "IDV", "MAS", "UAI", "LTO", "IVR"):
         assert f"  {dim}  " in out
-    assert out.strip().endswith(str(tmp_path / "run" / "report" / "index.html"))
+    assert out.strip().endswith(str(sim_demo_run.out / "run" / "report" / "index.html"))
+    assert sim_demo_run.result.report == sim_demo_run.out / "run" / "report" / "index.html"
 
 
 def test_demo_rejects_a_single_seed(tmp_path):

@@ -50,7 +50,7 @@ def _tree() -> list[tuple[str, str | None, set[str]]]:
 
 def test_walk_imports_the_whole_package_and_finds_the_tree() -> None:
     modules = _runner_modules()
-    assert {"runner.commands.run", "runner.sim.app", "runner.parse.policy", "runner.providers"} <= set(modules)
+    assert {"runner.commands.run", "runner.endpoints.sim.app", "runner.parse.policy", "runner.sweep.providers"} <= set(modules)
     classes = _exception_classes()
     assert {"runner.errors.HofcatError", "runner.errors.SpecError", "runner.errors.LLMError"} <= set(classes)
 
@@ -75,9 +75,9 @@ def test_docstring_tree_names_every_class_once_with_its_real_parent_and_stdlib_b
 
 
 @pytest.mark.parametrize("module,name", [
-    ("runner.llm", "LLMError"), ("runner.probe", "ProbeError"), ("runner.prompts", "PromptError"),
-    ("runner.instrument", "InstrumentError"), ("runner.parse", "PolicyError"), ("runner.sim", "SimConfigError"),
-    ("runner.sim.chat_request", "BadRequest"),
+    ("runner.endpoints.llm", "LLMError"), ("runner.sweep.probe", "ProbeError"), ("runner.survey.prompts", "PromptError"),
+    ("runner.survey.instrument", "InstrumentError"), ("runner.parse", "PolicyError"), ("runner.endpoints.sim", "SimConfigError"),
+    ("runner.endpoints.sim.chat_request", "BadRequest"),
 ])
 def test_old_import_places_still_give_the_one_class(module: str, name: str) -> None:
     assert getattr(importlib.import_module(module), name) is getattr(errors, name)

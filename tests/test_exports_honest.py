@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["stats_core", "runner.parse", "runner.sim", "runner.providers"]
+PACKAGES = ["stats_core", "runner", "runner.rundir", "runner.survey.vocab", "runner.parse", "runner.endpoints.sim",
+            "runner.sweep.providers"]
 
 
 def _isort_key(name: str) -> tuple[int, str]:

@@ -11,7 +11,7 @@ import urllib.request
 import psutil
 import pytest
 
-from runner.llm import (
+from runner.endpoints.llm import (
     LLMError,
     LocalLLM,
     ModelNotFoundError,
@@ -21,7 +21,7 @@ from runner.llm import (
     resolve_model,
 )
 
-pytestmark = pytest.mark.llm
+pytestmark = [pytest.mark.llm, pytest.mark.slow]  # llm tests are slow: `-m "not slow"` skips them
 
 
 def _port_of(url: str) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from runner.probe import ProbeError, _condition, _verdict, probe_determinism
+from runner.sweep.probe import ProbeError, _condition, _verdict, probe_determinism
 
 
 def _serve_and_probe(reply: Callable[[dict[str, Any]], str | None], **probe_args: Any):
@@ -152,7 +152,7 @@ def test_hofcat_probe_cli_prints_the_result_as_json():
     import subprocess
     import sys
 
-    from runner.sim import SimProcess
+    from runner.endpoints.sim import SimProcess
 
     command = [sys.executable, "-m", "runner.cli", "probe"]
     with SimProcess(["--seed", "1"]) as sim:

@@ -15,14 +15,14 @@ from typing import Any
 import aiohttp
 import pytest
 
-from runner.cell import Framing, PromptCell
-from runner.constrained import constrained_request_fields
-from runner.llm import LocalLLM
+from runner.survey.cell import Framing, PromptCell
+from runner.survey.constrained import constrained_request_fields
+from runner.endpoints.llm import LocalLLM
 from runner.parse import STATUSES, parse_reply
-from runner.probe import probe_determinism
-from runner.prompts import build_messages
+from runner.sweep.probe import probe_determinism
+from runner.survey.prompts import build_messages
 
-pytestmark = pytest.mark.llm
+pytestmark = [pytest.mark.llm, pytest.mark.slow]  # llm tests are slow: `-m "not slow"` skips them
 
 QUESTIONS = (1, 7, 13, 19)
 

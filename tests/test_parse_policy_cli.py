@@ -7,11 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runner import cli
-from runner.cell import PromptCell
-from runner.parse import PARSER_VERSION, Answer, ParseResult, Policy, PolicyError, apply_policies, parse_reply
+from runner.parse import PARSER_VERSION, STATUSES, Answer, ParseResult, Policy, PolicyError, apply_policies, parse_reply
+from runner.parse.policy import scored_option
+from runner.survey.cell import PromptCell
 
 GPT4 = """Alright, here are my answers:
 
@@ -165,3 +169,45 @@ def test_parse_text_console_script_reads_stdin():
     help_text = subprocess.run([*command, "parse-text", "--help"], capture_output=True, text=True, check=True,
                                timeout=60).stdout
     assert "--options-order" in help_text
+
+
+def _rule(policy: Policy, answer: Answer) -> int | None:
+    """The policy rule as docs/parsing.md states it, written out independently of the code under test."""
+    if policy.health_items == "neutral" and answer.question in (15, 18):
+        return 3
+    if answer.status == "ok":
+        return answer.option_id
+    return 3 if policy.unparseable == "neutral" else None
+
+
+_answers = st.lists(
+    st.one_of(
+        st.builds(lambda q, o, h: Answer(q, o, "ok", hedged=h, displayed=o), st.integers(1, 30), st.integers(1, 5),
+                  st.booleans()),
+        st.builds(lambda q, s: Answer(q, None, s), st.integers(1, 30), st.sampled_from(STATUSES[1:])),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(cells=st.lists(_answers, min_size=1, max_size=6), unparseable=st.sampled_from(["drop", "neutral"]),
+       health=st.sampled_from(["answered", "neutral"]))
+def test_apply_policies_and_the_table_expression_agree(cells, unparseable, health):
+    """apply_policies per parse == scored_option over one answers table (as the analysis applies it) == the rule."""
+    policy = Policy(unparseable, health)
+    table = pl.DataFrame(
+        [{"cell": c, "row": i, "question": a.question, "status": a.status, "option_id": a.option_id}
+         for c, answers in enumerate(cells) for i, a in enumerate(answers)],
+        schema={"cell": pl.Int64, "row": pl.Int64, "question": pl.Int64, "status": pl.String, "option_id": pl.Int16},
+    )
+    scored = table.lazy().with_columns(scored_option(policy)).collect()
+    for c, answers in enumerate(cells):
+        rows = scored.filter(pl.col("cell") == c).sort("row")["scored"].to_list()
+        assert rows == [_rule(policy, a) for a in answers]
+        expected = {}
+        for a in answers:  # a question answered twice keeps its last scored answer
+            if _rule(policy, a) is not None:
+                expected[a.question] = _rule(policy, a)
+        assert apply_policies(answers, policy) == expected
+        assert apply_policies(ParseResult(tuple(answers)), policy) == expected

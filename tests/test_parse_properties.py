@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.cell import Framing, PromptCell
-from runner.instrument import languages, load_instrument
+from runner.survey.cell import Framing, PromptCell
+from runner.survey.instrument import languages, load_instrument
 from runner.parse import parse_reply
-from runner.prompts import build_messages, load_templates
+from runner.survey.prompts import build_messages, load_templates
 
 ARABIC_INDIC = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
 FULL_WIDTH = str.maketrans("0123456789", "０１２３４５６７８９")
@@ -106,6 +107,7 @@ REPLY_PIECES = st.sampled_from([
 ])
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(cell=st.one_of(cells("item"), cells("survey")),
        text=st.one_of(st.text(max_size=300), st.lists(REPLY_PIECES, max_size=40).map("".join)))

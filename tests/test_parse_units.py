@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.cell import PromptCell
+from runner.survey.cell import PromptCell
 from runner.parse import parse_reply
 from runner.parse.labels import matcher
 from runner.parse.normalize import bare, normalize

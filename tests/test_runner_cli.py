@@ -13,8 +13,8 @@ import pytest
 from _runner_support import spec_text
 
 from runner.cli import main
-from runner.progress import EndpointStats, Progress, RunStats
-from runner.sim import SimConfig, SimServerThread
+from runner.sweep.progress import EndpointStats, Progress, RunStats
+from runner.endpoints.sim import SimConfig, SimServerThread
 
 
 @pytest.mark.parametrize("command", ["run", "plan", "status"])
@@ -58,7 +58,7 @@ def test_run_then_status_reports_tokens_and_cost(tmp_path: Path, capsys) -> None
     assert (status["done"], status["failed"], status["remaining"], status["planned"]) == (48, 0, 0, 48)
     import pyarrow.compute as pc
 
-    from runner.store import read_dataset
+    from runner.rundir import read_dataset
 
     responses = read_dataset(tmp_path / "run", "responses")
     tokens_in = pc.sum(responses.column("input_tokens")).as_py()

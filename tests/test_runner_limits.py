@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from _runner_support import check_run_dir, make_spec
 
-from runner.limits import AdaptiveConcurrency, RateLimiter
-from runner.sim import SimConfig, SimServerThread, max_in_window
-from runner.sweep import run_sweep
+from runner.sweep.limits import AdaptiveConcurrency, RateLimiter
+from runner.endpoints.sim import SimConfig, SimServerThread, max_in_window
+from runner.sweep.session import run_sweep
 
 
 class FakeTime:
@@ -140,6 +140,7 @@ def test_adaptive_concurrency_never_exceeds_its_cap_and_serves_in_order() -> Non
     assert peak == 3 and order == list(range(20))
 
 
+@pytest.mark.slow  # waits out real rate windows
 def test_requests_per_window_and_burst_hold_on_the_server_clock(tmp_path: Path) -> None:
     # A scaled window (3 s instead of 60 s) so the test takes seconds: 12 per window, 5 per second.
     with SimServerThread(SimConfig(seed=4)) as sim:
@@ -155,13 +156,14 @@ def test_requests_per_window_and_burst_hold_on_the_server_clock(tmp_path: Path) 
     assert max(arrivals) - min(arrivals) > 2 * 3.0  # 30 requests at 12 per 3 s need more than two windows
 
 
+@pytest.mark.slow  # waits for adaptive concurrency to converge on real 429s
 def test_a_misconfigured_limit_converges_through_adaptive_concurrency(tmp_path: Path) -> None:
     # The server allows 20 requests per second; the client was told nothing and starts 32 at once.
     with SimServerThread(SimConfig(seed=6, burst=20)) as sim:
         spec = make_spec(sim.base_url, endpoint={"max_concurrency": 32, "max_retries": 20},
                          design={"personas": ["China", "Japan"], "questions": list(range(1, 25)), "seeds": [1],
                                  "temperature": [0.0]})
-        from runner.execute import Executor
+        from runner.sweep.execute import Executor
 
         limits_seen: list[int] = []
         original = Executor._open_endpoint

@@ -12,10 +12,10 @@ import pytest
 from _runner_support import check_run_dir, make_spec
 from aiohttp import web
 
-from runner.providers import ChatRequest, get_provider
+from runner.sweep.providers import ChatRequest, get_provider
 from runner.errors import UnreadableBody
-from runner.store import read_dataset
-from runner.sweep import run_sweep
+from runner.rundir import read_dataset
+from runner.sweep.session import run_sweep
 
 
 class ShapeServer:

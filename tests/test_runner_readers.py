@@ -12,10 +12,9 @@ import pyarrow.dataset as ds
 import pytest
 from _runner_support import make_spec
 
-from runner.answers import ANSWER_SCHEMA
-from runner.sim import SimConfig, SimServerThread
-from runner.store import PROMPT_SCHEMA, RESPONSE_SCHEMA
-from runner.sweep import run_sweep
+from runner.endpoints.sim import SimConfig, SimServerThread
+from runner.rundir import ANSWER_SCHEMA, PROMPT_SCHEMA, RESPONSE_SCHEMA
+from runner.sweep.session import run_sweep
 
 SCHEMAS = {"responses": RESPONSE_SCHEMA, "answers": ANSWER_SCHEMA, "prompts": PROMPT_SCHEMA}
 

@@ -9,11 +9,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from _runner_support import check_run_dir, spec_text
 
-from runner.sim import Latency, SimConfig, SimServerThread
-from runner.spec import parse_spec
-from runner.store import read_dataset, read_manifest
+from runner.endpoints.sim import Latency, SimConfig, SimServerThread
+from runner.sweep.spec import parse_spec
+from runner.rundir import read_dataset, read_manifest
 
 DESIGN = {"personas": ["United States", "China", "Japan"], "questions": list(range(1, 25)), "seeds": [1, 2, 3],
           "temperature": [0.7]}  # 216 cells
@@ -52,6 +54,7 @@ def _run_until_parts_then_signal(tmp_path: Path, sim: SimServerThread, out: Path
     return spec_path, spec, process
 
 
+@pytest.mark.slow  # a sweep subprocess, killed and resumed
 def test_sigkill_mid_run_then_resume_stores_every_cell_once(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with SimServerThread(SimConfig(seed=2, latency=Latency("fixed", 5.0))) as sim:
@@ -84,6 +87,7 @@ def check_run_dir_partial(out: Path) -> set[str]:
     return set(keys)
 
 
+@pytest.mark.slow  # a sweep subprocess, interrupted
 def test_sigint_stops_intake_flushes_and_exits_resumable(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with SimServerThread(SimConfig(seed=3, latency=Latency("fixed", 20.0))) as sim:
@@ -106,24 +110,24 @@ def test_sigint_stops_intake_flushes_and_exits_resumable(tmp_path: Path) -> None
 
 def test_a_second_run_on_a_locked_or_foreign_directory_is_refused(tmp_path: Path) -> None:
     from runner.errors import RunDirError
-    from runner.store import RunStore
-    from runner.sweep import build_manifest
+    from runner.rundir import RunWriter
+    from runner.sweep.session import build_manifest
 
     spec = parse_spec(spec_text("http://127.0.0.1:9/v1"))
     manifest = build_manifest(spec)
-    store = RunStore.open(tmp_path / "run", manifest, batch_rows=10)
+    writer = RunWriter.open_run(tmp_path / "run", manifest, batch_rows=10)
     try:
         try:
-            RunStore.open(tmp_path / "run", manifest, batch_rows=10)
+            RunWriter.open_run(tmp_path / "run", manifest, batch_rows=10)
         except RunDirError as exc:
-            assert "another hofcat run" in str(exc)
+            assert "another hofcat process" in str(exc)
         else:
             raise AssertionError("a second writer was allowed")
     finally:
-        store.close({})
+        writer.close({})
     other = parse_spec(spec_text("http://127.0.0.1:9/v1", design={"seeds": [9]}))
     try:
-        RunStore.open(tmp_path / "run", build_manifest(other), batch_rows=10)
+        RunWriter.open_run(tmp_path / "run", build_manifest(other), batch_rows=10)
     except RunDirError as exc:
         assert spec.spec_hash in str(exc) and other.spec_hash in str(exc)
     else:
@@ -131,6 +135,7 @@ def test_a_second_run_on_a_locked_or_foreign_directory_is_refused(tmp_path: Path
     assert os.path.exists(tmp_path / "run" / "manifest.json")
 
 
+@pytest.mark.slow  # a sweep subprocess, interrupted twice
 def test_second_sigint_abandons_requests_in_flight(tmp_path: Path) -> None:
     out = tmp_path / "run"
     # Every request hangs far longer than the test: only abandoning them lets the run end.

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from runner.retry import RetryPolicy, backoff_s, call_with_retries, retry_after_s, should_retry
+from runner.sweep.retry import RetryPolicy, backoff_s, call_with_retries, retry_after_s, should_retry
 from runner.errors import (
     FatalRequestError,
     Interrupted,

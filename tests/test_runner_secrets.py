@@ -11,8 +11,8 @@ from _runner_support import spec_text
 from aiohttp import web
 from test_runner_providers import ShapeServer
 
-from runner.sim import SimConfig, SimServerThread
-from runner.store import read_dataset
+from runner.endpoints.sim import SimConfig, SimServerThread
+from runner.rundir import read_dataset
 
 KEY = "sk-planted-4f2b9c1e7d3a"
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from _runner_support import check_run_dir, make_spec, sent_request_keys
 
-from runner.accounting import run_status
-from runner.sim import SimConfig, SimServerThread
-from runner.store import read_dataset, read_manifest
-from runner.sweep import run_sweep
+from runner.sweep.accounting import run_status
+from runner.endpoints.sim import SimConfig, SimServerThread
+from runner.rundir import read_dataset, read_manifest
+from runner.sweep.session import run_sweep
 
 ANSWERED = ("ok", "refusal", "chatty")  # outcomes whose reply is a chat completion
 
@@ -24,6 +24,7 @@ def faulty_sim():
         yield sim
 
 
+@pytest.mark.slow  # about a minute: hung requests wait out their timeouts
 def test_every_cell_stored_once_with_what_the_server_sent(faulty_sim, tmp_path: Path) -> None:
     spec = make_spec(faulty_sim.base_url, endpoint={"timeout_s": 0.5, "max_retries": 12})
     result = run_sweep(spec, tmp_path / "run", live=False)

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from _runner_support import make_spec, spec_text
 
-from runner.cell import CANONICAL_ORDER, Framing
-from runner.plan import cell_key, count_cells, derive_seed, factor_counts, iter_cells, validate_plan
-from runner.prompts import build_messages, shuffled_order, template_hash
+from runner.survey.cell import CANONICAL_ORDER, Framing
+from runner.sweep.plan import cell_key, count_cells, derive_seed, factor_counts, iter_cells, validate_plan
+from runner.survey.prompts import build_messages, shuffled_order, template_hash
 from runner.errors import SpecError
-from runner.spec import load_spec, parse_spec
+from runner.sweep.spec import load_spec, parse_spec
 
 URL = "http://127.0.0.1:9/v1"
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "quickstart.toml"

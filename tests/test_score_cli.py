@@ -9,8 +9,8 @@ import pytest
 from scipy.stats import kendalltau
 
 from runner.cli import main
-from runner.reference import load_reference
-from runner.scoring import indices_from_means
+from runner.survey.reference import load_reference
+from runner.score.indices import indices_from_means
 
 COUNTRIES = ("USA", "China", "Arab countries")
 

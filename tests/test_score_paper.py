@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-from runner.cat_result import score_means
-from runner.dimensions import DIMENSIONS
-from runner.means_file import read_means
-from runner.paths import DATA_DIR
-from runner.reference import load_reference
+from runner.score.cat import score_means
+from runner.survey.dimensions import DIMENSIONS
+from runner.score.means_file import read_means
+from runner.survey.paths import DATA_DIR
+from runner.survey.reference import load_reference
 
 EXAMPLES = DATA_DIR / "examples"
 # CAT v2, Table 1, GPT-3.5 columns (PDI, IDV, MAS, UAI, LTO, IVR) and the row "Average".

@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import kendalltau
 
 from runner.errors import InputError
-from runner.ranking import Agreement, competition_ranks, error_percentage, rank_agreement
+from runner.score.ranking import Agreement, competition_ranks, error_percentage, rank_agreement
 
 
 def _one_dim(model: list[float], ref: list[float], dim: int = 0, fill: float = 0.0):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from runner.errors import InputFileError, UnknownCountryError, UnknownReferenceError
-from runner.reference import (
+from runner.survey.reference import (
     DIMENSIONS,
     REFERENCE_DIR,
     canonical_countries,

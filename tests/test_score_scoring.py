@@ -8,9 +8,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from runner.dimensions import DIMENSIONS
+from runner.survey.dimensions import DIMENSIONS
 from runner.errors import InputError
-from runner.scoring import WEIGHTS, indices_from_means, indices_table, parse_constants, question_stats
+from runner.score.indices import WEIGHTS, indices_from_means, indices_table, parse_constants, question_stats
 
 
 def _means(**answers: float) -> np.ndarray:

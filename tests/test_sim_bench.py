@@ -6,7 +6,10 @@ import json
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow  # a subprocess serving 600 requests
 def test_sim_bench_runs_and_checks_replies() -> None:
     result = subprocess.run([sys.executable, "-m", "benches.sim_bench", "--requests", "600", "--concurrency", "8"],
                             capture_output=True, text=True, timeout=300, check=True)

@@ -7,9 +7,9 @@ import statistics
 import numpy as np
 from scipy import stats
 
-from runner.sim import Latency, SimConfig
-from runner.sim.faults import latency_s
-from runner.sim.seeding import Draws
+from runner.endpoints.sim import Latency, SimConfig
+from runner.endpoints.sim.faults import latency_s
+from runner.endpoints.sim.seeding import Draws
 
 
 def test_draws_are_uniform_and_reproducible() -> None:

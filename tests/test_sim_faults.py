@@ -11,8 +11,8 @@ import aiohttp
 import pytest
 from _sim_client import SCORES, chat_body, content, post, run
 
-from runner.cell import Framing, PromptCell
-from runner.sim import Latency, SimConfig, SimConfigError, SimServer
+from runner.survey.cell import Framing, PromptCell
+from runner.endpoints.sim import Latency, SimConfig, SimConfigError, SimServer
 
 CELLS = [PromptCell("en", "item", (q,), Framing("persona", c)) for q in range(1, 25) for c in ("China", "Japan")]
 N = 960  # requests per rate check: 48 cells x 20 seeds

@@ -13,8 +13,8 @@ import aiohttp
 import pytest
 from _sim_client import SCORES, chat_body, content, post, run
 
-from runner.cell import Framing, PromptCell
-from runner.sim import SimConfig, SimProcess, SimServer, SimServerThread, max_in_window, request_key
+from runner.survey.cell import Framing, PromptCell
+from runner.endpoints.sim import SimConfig, SimProcess, SimServer, SimServerThread, max_in_window, request_key
 
 CELL = PromptCell("en", "item", (9,), Framing("persona", "Mexico"))
 

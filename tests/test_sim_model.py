@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from scipy import optimize, special
 
-from runner.scoring import indices_from_means
-from runner.sim import AnswerModel
-from runner.sim.data import load_scores
-from runner.sim.respondent import INDEX_TERMS, MEAN_BOUNDS
+from runner.score.indices import indices_from_means
+from runner.endpoints.sim import AnswerModel
+from runner.endpoints.sim.data import load_scores
+from runner.endpoints.sim.respondent import INDEX_TERMS, MEAN_BOUNDS
 
 K = np.arange(1, 6)
 
@@ -39,7 +39,7 @@ def reference_distribution(target: float, spread: float, temperature: float, top
 def test_answer_distribution_matches_an_independent_implementation(
     target: float, spread: float, temperature: float, top_p: float
 ) -> None:
-    from runner.sim.respondent import _solve_theta, answer_distribution
+    from runner.endpoints.sim.respondent import _solve_theta, answer_distribution
 
     got = answer_distribution(_solve_theta(target, spread), spread, temperature, top_p)
     np.testing.assert_allclose(got, reference_distribution(target, spread, temperature, top_p), atol=1e-9)
@@ -57,7 +57,7 @@ def test_expected_indices_equal_signal_times_reference_minus_50() -> None:
             if not all(MEAN_BOUNDS[0] < t < MEAN_BOUNDS[1] for t in targets):
                 continue  # clamped targets keep the order but not the exact value
             means = np.array([model.expected_mean(country, q) for q in range(1, 25)])
-            indices = indices_from_means(means)  # runner.scoring, the scorer real runs use
+            indices = indices_from_means(means)  # runner.score.indices, the scorer real runs use
             expected = [0.0 if row[d] is None else signal * (row[d] - 50.0) for d in INDEX_TERMS]
             np.testing.assert_allclose(indices, expected, atol=1e-6, err_msg=country)
             checked += 1

@@ -9,8 +9,8 @@ import aiohttp
 import pytest
 from _sim_client import SCORES, chat_body, content, post, run
 
-from runner.cell import Framing, PromptCell
-from runner.sim import SimConfig, SimServer, request_key
+from runner.survey.cell import Framing, PromptCell
+from runner.endpoints.sim import SimConfig, SimServer, request_key
 
 ITEM = PromptCell("en", "item", (7,), Framing("persona", "China"))
 SURVEY = PromptCell("en", "survey", tuple(range(1, 25)), Framing("persona", "Germany"))

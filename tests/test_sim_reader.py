@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.cell import Framing, PromptCell
-from runner.instrument import languages
-from runner.prompts import build_messages, load_templates
-from runner.sim.data import load_reader
+from runner.survey.cell import Framing, PromptCell
+from runner.survey.instrument import languages
+from runner.survey.prompts import build_messages, load_templates
+from runner.endpoints.sim.data import load_reader
 
 
 @st.composite

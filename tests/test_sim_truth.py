@@ -10,12 +10,12 @@ import numpy as np
 from _sim_client import chat_body, content, post, run
 
 import stats_core
-from runner.cell import Framing, PromptCell
+from runner.survey.cell import Framing, PromptCell
 from runner.parse import parse_reply
-from runner.prompts import load_templates, shuffled_order
-from runner.reference import load_reference
-from runner.scoring import indices_from_means
-from runner.sim import SimConfig, SimServer, request_key
+from runner.survey.prompts import load_templates, shuffled_order
+from runner.survey.reference import load_reference
+from runner.score.indices import indices_from_means
+from runner.endpoints.sim import SimConfig, SimServer, request_key
 
 REFERENCE = "hofstede-2015-arab-revised"
 

@@ -35,5 +35,5 @@ def test_public_functions_take_backend_and_random_ones_take_seed():
     for name in ["pdist", "pdist_square", "permanova", "permdisp", "bootstrap_kendall_tau", "silhouette", "davies_bouldin", "ss_h", "kendall_tau"]:
         params = inspect.signature(getattr(stats_core, name)).parameters
         assert "backend" in params, name
-    for name in ["permanova", "permdisp", "bootstrap_kendall_tau"]:
+    for name in ["permanova", "permdisp", "bootstrap_kendall_tau", "bootstrap_indices"]:
         assert "seed" in inspect.signature(getattr(stats_core, name)).parameters

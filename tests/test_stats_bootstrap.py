@@ -115,3 +115,65 @@ def test_invalid_arguments_are_named(kwargs, message):
     args = {"samples": np.ones((3, 2, 4)), "reference": np.ones((3, 2)), **kwargs}
     with pytest.raises(InvalidInputError, match=message):
         stats_core.bootstrap_kendall_tau(**args)
+
+
+def test_bootstrap_indices_are_scipys_draws_stratum_after_stratum():
+    rng = np.random.default_rng(4)
+    expected = [rng.integers(0, n, (50, n)) for n in (3, 7, 1)]
+    got = stats_core.bootstrap_indices([3, 7, 1], 50, 4)
+    assert len(got) == 3 and all(g.dtype == np.int64 for g in got)
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(g, e)
+    # a sequence seed is SeedSequence entropy: (seed, c) is a stream per c, and numpy zero-pads, so (4, 0) is 4
+    for g, e in zip(stats_core.bootstrap_indices([3, 7, 1], 50, (4, 0)), expected, strict=True):
+        np.testing.assert_array_equal(g, e)
+    other = stats_core.bootstrap_indices([3, 7, 1], 50, (4, 1))
+    assert not all(np.array_equal(g, e) for g, e in zip(other, expected, strict=True))
+    ss = np.random.default_rng(np.random.SeedSequence([4, 1]))
+    np.testing.assert_array_equal(other[0], ss.integers(0, 3, (50, 3)))
+
+
+def test_bootstrap_kendall_tau_draws_with_bootstrap_indices():
+    """Its distribution is the kernel applied to bootstrap_indices(sizes, B, seed): one random stream."""
+    rng = np.random.default_rng(3)
+    samples = rng.normal(size=(4, 2, 6))
+    reference = rng.normal(size=(4, 2))
+    got = stats_core.bootstrap_kendall_tau(samples, reference, 80, seed=21)
+    draws = stats_core.bootstrap_indices([6] * 4, 80, 21)
+    means = np.stack([samples[c][:, d].mean(axis=-1) for c, d in enumerate(draws)], axis=-1)  # (2, 80, 4)
+    taus = np.array([[scipy.stats.kendalltau(means[j, b], reference[:, j]).statistic for b in range(80)]
+                     for j in range(2)])
+    np.testing.assert_allclose(got.bootstrap_distribution, taus, atol=1e-12)
+
+
+def test_percentile_interval_is_the_one_bootstrap_kendall_tau_reports():
+    rng = np.random.default_rng(8)
+    samples = rng.integers(1, 4, size=(4, 3, 6)).astype(float)
+    samples[:, 2] = 2.0  # dimension 2: every resample undefined
+    result = stats_core.bootstrap_kendall_tau(samples, rng.normal(size=(4, 3)), 400, confidence_level=0.9, seed=2)
+    interval = stats_core.percentile_interval(result.bootstrap_distribution, 0.9)
+    np.testing.assert_array_equal(interval.low, result.confidence_interval.low)
+    np.testing.assert_array_equal(interval.high, result.confidence_interval.high)
+    assert np.isnan(interval.low[2]) and np.isnan(interval.high[2])
+    values = np.array([0.3, np.nan, -0.2, 1.0, 0.5])
+    low, high = stats_core.percentile_interval(values, 0.5)
+    assert low == pytest.approx(np.quantile(values[~np.isnan(values)], 0.25))
+    assert high == pytest.approx(np.quantile(values[~np.isnan(values)], 0.75))
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: stats_core.bootstrap_indices([3, 0], 10, 1), r"^sizes: expected an integer >= 1"),
+        (lambda: stats_core.bootstrap_indices([3], 0, 1), r"^n_resamples: expected an integer >= 1"),
+        (lambda: stats_core.bootstrap_indices([3], 10, -1), r"^seed: expected a non-negative integer"),
+        (lambda: stats_core.bootstrap_indices([3], 10, (1, -2)), r"^seed: expected a non-negative integer"),
+        (lambda: stats_core.bootstrap_indices([3], 10, ()), r"^seed: expected a non-negative integer"),
+        (lambda: stats_core.bootstrap_indices([3], 10, "1"), r"^seed: expected a non-negative integer"),
+        (lambda: stats_core.percentile_interval(np.ones(5), 1.0), r"^confidence_level: expected a number in"),
+        (lambda: stats_core.percentile_interval(np.float64(1.0)), r"^distribution: expected resamples"),
+    ],
+)
+def test_resampling_helpers_name_bad_arguments(call, message):
+    with pytest.raises(InvalidInputError, match=message):
+        call()

@@ -23,6 +23,7 @@ HUMAN = np.array([
 ], dtype=float)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(design=grouped_points(group_sizes=(1, 9)), square=st.booleans(), backend=st.sampled_from(BACKENDS))
 def test_silhouette_and_davies_bouldin_match_sklearn(design, square, backend):

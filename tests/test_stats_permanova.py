@@ -42,6 +42,7 @@ def _monte_carlo_close(ours: float, theirs: float, permutations: int) -> bool:
     return abs(ours - theirs) <= 4 * np.sqrt(p * (1 - p) / permutations) + 1.0 / (permutations + 1)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(design=designs(), square=st.booleans(), backend=st.sampled_from(BACKENDS), seed=st.integers(0, 2**32))
 def test_matches_skbio_statistic(design, square, backend, seed):
@@ -75,6 +76,7 @@ def _unscreened_pvalue(d: np.ndarray, labels: np.ndarray, permutations: int, see
     return _resample.permutation_pvalue(count, permutations)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(design=designs(), metric=st.sampled_from(["euclidean", "cityblock", "sqeuclidean", "chebyshev"]),
        duplicate=st.booleans(), scale=st.sampled_from([1.0, 1e-150, 1e150]), square=st.booleans(),

@@ -53,6 +53,7 @@ def test_bray_curtis_case_exercises_negative_eigenvalues():
     assert _load()["braycurtis_two_groups"]["betadisper_negative_eigenvalues"] > 0
 
 
+@pytest.mark.slow  # runs R with vegan (CI)
 def test_stored_values_are_what_vegan_produces(tmp_path):
     rscript = require_program("Rscript")
     out = tmp_path / "golden.json"

@@ -12,16 +12,16 @@ import pytest
 from _runner_support import check_run_dir, make_spec, spec_text
 from test_runner_providers import ShapeServer
 
-from runner.accounting import plan_summary
+from runner.sweep.accounting import plan_summary
 from runner.analyze.design import infer_design, varying
 from runner.analyze.load import load_answers
-from runner.constrained import DIGIT_GRAMMAR, constrained_request_fields
+from runner.survey.constrained import DIGIT_GRAMMAR, constrained_request_fields
 from runner.errors import SpecError
-from runner.plan import factor_counts, iter_cells
-from runner.sim import SimConfig, SimServerThread
-from runner.spec import parse_spec
-from runner.store import read_dataset
-from runner.sweep import run_sweep
+from runner.sweep.plan import factor_counts, iter_cells
+from runner.endpoints.sim import SimConfig, SimServerThread
+from runner.sweep.spec import parse_spec
+from runner.rundir import read_dataset
+from runner.sweep.session import run_sweep
 
 URL = "http://127.0.0.1:9/v1"
 
@@ -132,8 +132,9 @@ def test_the_simulator_answers_json_schema_requests_in_json(tmp_path: Path) -> N
 
 
 @pytest.mark.llm
+@pytest.mark.slow
 def test_a_grammar_sweep_on_llama_cpp_parses_every_reply(tmp_path: Path) -> None:
-    from runner.llm import LocalLLM
+    from runner.endpoints.llm import LocalLLM
 
     with LocalLLM(model="smollm2", slots=2, ctx_per_slot=1024) as llm:
         spec = parse_spec(spec_text(llm.base_url, endpoint={"model": llm.model_name, "timeout_s": 60.0, "max_retries": 2},

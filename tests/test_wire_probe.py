@@ -12,9 +12,9 @@ from test_runner_providers import ShapeServer
 from runner.analyze.run import AnalysisOptions, analyze_run
 from runner.errors import SpecError
 from runner.report.html import render_report
-from runner.sim import SimConfig, SimServerThread
-from runner.store import read_manifest
-from runner.sweep import PROBE_MAX_TOKENS, PROBE_REPEATS, run_sweep
+from runner.endpoints.sim import SimConfig, SimServerThread
+from runner.rundir import read_manifest
+from runner.sweep.session import PROBE_MAX_TOKENS, PROBE_REPEATS, run_sweep
 
 DESIGN = {"personas": ["United States", "China", "Japan"], "questions": list(range(1, 25)), "seeds": [1, 2],
           "temperature": [1.0]}

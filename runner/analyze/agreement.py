@@ -2,9 +2,16 @@
 
 Within each condition × country the units (seeds, identities) are resampled with replacement, the question
 means and indices recomputed, and tau / CAT recomputed for every resample (one batched ``rank_agreement`` call
-per condition, so tau and CAT of a resample come from the same draw). Intervals are percentile intervals over
-the resamples whose value is defined; ``undefined_share`` says how many were not. Resample streams are
-``default_rng(SeedSequence([seed, condition index]))``: the same seed reproduces every interval.
+per condition, tau-b by ``stats_core.kendall_tau``, so tau and CAT of a resample come from the same draw).
+
+The draws are ``stats_core.bootstrap_indices`` — the function ``stats_core.bootstrap_kendall_tau`` draws with:
+condition c (its row in ``UnitArray.conditions``) resamples its ranked countries (those with units and a
+reference score, in ``UnitArray.countries`` order), each from its own U_k units, with
+``bootstrap_indices([U_k, …], n_resamples, (seed, c))``, i.e. ``default_rng(SeedSequence([seed, c]))`` country
+after country. Each condition has its own stream, so adding a condition changes no other interval; the same
+seed reproduces every interval. (numpy zero-pads short entropy, so condition 0 draws exactly what
+``bootstrap_kendall_tau(seed=seed)`` draws.) Intervals are ``stats_core.percentile_interval`` over the resamples
+whose value is defined; ``undefined_share`` says how many were not.
 """
 
 from __future__ import annotations
@@ -14,12 +21,13 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
+import stats_core
 from runner.analyze.units import UnitArray
-from runner.dimensions import DIMENSIONS
 from runner.errors import UnknownCountryError
-from runner.ranking import rank_agreement
-from runner.reference import ReferenceSet
-from runner.scoring import indices_from_means
+from runner.score.indices import indices_from_means
+from runner.score.ranking import rank_agreement
+from runner.survey.dimensions import DIMENSIONS
+from runner.survey.reference import ReferenceSet
 
 __all__ = ["agreement_tables", "masked_mean"]
 
@@ -31,19 +39,6 @@ def masked_mean(values: np.ndarray, axis: int) -> np.ndarray:
     total = np.where(finite, values, 0.0).sum(axis=axis)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(count > 0, total / np.maximum(count, 1), np.nan)
-
-
-def _interval(samples: np.ndarray, confidence_level: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Percentile interval over axis 0 of the finite samples → (low, high, undefined share)."""
-    alpha = (1.0 - confidence_level) / 2.0
-    finite = np.isfinite(samples)
-    low = np.full(samples.shape[1:], np.nan)
-    high = np.full(samples.shape[1:], np.nan)
-    for idx in np.ndindex(samples.shape[1:]):
-        column = samples[(slice(None), *idx)][finite[(slice(None), *idx)]]
-        if column.size:
-            low[idx], high[idx] = np.quantile(column, [alpha, 1.0 - alpha])
-    return low, high, 1.0 - finite.mean(axis=0)
 
 
 def agreement_tables(
@@ -71,15 +66,14 @@ def agreement_tables(
         point = indices_from_means(point_means, constants)
         ref = reference.matrix(names)
         agree = rank_agreement(point[None], ref, undefined_tau=undefined_tau)
-        rng = np.random.default_rng(np.random.SeedSequence([seed, c]))
-        boot_means = np.empty((n_resamples, len(ks), 24))
-        for i, k in enumerate(ks):
-            own = units.values[c, k][present[c, k]]  # (U_k, 24)
-            draws = rng.integers(0, own.shape[0], size=(n_resamples, own.shape[0]))
-            boot_means[:, i] = masked_mean(own[draws], axis=1)
+        own = [units.values[c, k][present[c, k]] for k in ks]  # (U_k, 24) per ranked country
+        draws = stats_core.bootstrap_indices([len(x) for x in own], n_resamples, (seed, c))
+        boot_means = np.stack([masked_mean(x[d], axis=1) for x, d in zip(own, draws, strict=True)], axis=1)
         boot = rank_agreement(indices_from_means(boot_means, constants), ref, undefined_tau=undefined_tau)
-        t_low, t_high, t_undef = _interval(boot.kendall, confidence_level)
-        c_low, c_high, c_undef = _interval(boot.cat_score[:, None], confidence_level)
+        t_low, t_high = stats_core.percentile_interval(boot.kendall.T, confidence_level)  # (6,)
+        c_low, c_high = stats_core.percentile_interval(boot.cat_score, confidence_level)  # scalars
+        t_undef = np.isnan(boot.kendall).mean(axis=0)
+        c_undef = float(np.isnan(boot.cat_score).mean())
         for i, name in enumerate(names):
             n_units = int(present[c, ks[i]].sum())
             rows["indices"].append({**factors, "country": name, "n_units": n_units,
@@ -95,8 +89,8 @@ def agreement_tables(
                                     "ci_low": float(t_low[j]), "ci_high": float(t_high[j]),
                                     "undefined_share": float(t_undef[j]), "undefined": bool(agree.undefined[0, j]),
                                     "n_countries": int(agree.compared[:, j].sum())})
-        rows["cat"].append({**factors, "cat_score": float(agree.cat_score[0]), "ci_low": float(c_low[0]),
-                            "ci_high": float(c_high[0]), "undefined_share": float(c_undef[0]),
+        rows["cat"].append({**factors, "cat_score": float(agree.cat_score[0]), "ci_low": float(c_low),
+                            "ci_high": float(c_high), "undefined_share": c_undef,
                             "n_countries": len(ks), "countries": names})
     tables = {name: pl.DataFrame(data, infer_schema_length=None, nan_to_null=False) for name, data in rows.items()}
     tables["error_percentage"] = pl.DataFrame(

@@ -15,7 +15,8 @@ from pathlib import Path
 import polars as pl
 
 from runner.errors import InputError
-from runner.reference import REFERENCE_DIR
+from runner.rundir import RunDir, part_pairs
+from runner.survey.reference import REFERENCE_DIR
 
 __all__ = ["language_countries", "load_answers"]
 
@@ -36,12 +37,16 @@ def _parquet(folder: Path) -> pl.LazyFrame:
     return pl.scan_parquet(folder / "*.parquet")
 
 
-def load_answers(run_dir: str | Path) -> pl.LazyFrame:
-    """Answers joined with their cell's factors (store layout), or a single answers table that has them."""
+def load_answers(run_dir: str | Path, *, keep_keys: bool = False) -> pl.LazyFrame:
+    """Answers joined with their cell's factors (a run directory), or a single answers table that has them.
+
+    ``keep_keys`` keeps ``cell_key`` (the analysis drops it: it needs only the factors).
+    """
     root = Path(run_dir)
-    answers, responses = root / "answers", root / "responses"
-    if answers.is_dir() and any(answers.glob("*.parquet")) and responses.is_dir():
-        return _joined_by_part(answers, responses)
+    pairs = [(p.answers, p.responses) for p in part_pairs(root) if p.answers is not None]
+    if pairs:
+        return _joined_by_part(pairs, keep_keys)
+    answers = RunDir(root).dataset("answers")
     for candidate in (answers, root / "answers.parquet"):
         if candidate.is_dir() and any(candidate.glob("*.parquet")):
             return _derive(_parquet(candidate))
@@ -50,15 +55,12 @@ def load_answers(run_dir: str | Path) -> pl.LazyFrame:
     raise InputError(f"{root}: no parsed-answers dataset (looked for answers/ with responses/, or answers.parquet)")
 
 
-def _joined_by_part(answers: Path, responses: Path) -> pl.LazyFrame:
+def _joined_by_part(pairs: list[tuple[Path, Path]], keep_keys: bool) -> pl.LazyFrame:
     """Join answers/part-N with responses/part-N one part at a time, keeping only the slim result.
 
-    The store writes answers part N from responses part N, so the join never needs more than one part in
-    memory; the result holds a few numbers and short labels per answer (no reply text, no keys).
+    The parse stage writes answers part N from responses part N, so the join never needs more than one part
+    in memory; the result holds a few numbers and short labels per answer (no reply text).
     """
-    pairs = [(a, responses / a.name) for a in sorted(answers.glob("part-*.parquet"))]
-    if not pairs or not all(r.is_file() for _, r in pairs):  # not the store's pairing: one lazy join
-        pairs = [(answers / "*.parquet", responses / "*.parquet")]
     slim = []
     for answer_path, response_path in pairs:
         cells = pl.scan_parquet(response_path)
@@ -66,7 +68,8 @@ def _joined_by_part(answers: Path, responses: Path) -> pl.LazyFrame:
         cells = cells.select([c for c in ("cell_key", *RESPONSE_FACTORS) if c in have])
         part = pl.scan_parquet(answer_path).select("cell_key", "question", "option_id", "status").join(
             cells, on="cell_key", how="left")
-        slim.append(_derive(part).drop("cell_key").collect())
+        part = _derive(part)
+        slim.append((part if keep_keys else part.drop("cell_key")).collect())
     # diagonal: parts written before the constraint column existed get it as null, which means "none"
     joined = pl.concat(slim, how="diagonal_relaxed")
     if "constraint" in joined.columns:

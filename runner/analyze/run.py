@@ -21,7 +21,10 @@ from runner.analyze.load import load_answers
 from runner.analyze.sets import centroid_correlations, disparity, factor_tests, respondent_table, set_separation
 from runner.analyze.tables import question_table, status_rates, temperature_zero_disagreement
 from runner.analyze.units import unit_array
-from runner.reference import load_reference
+from runner.parse.policy import DEFAULT_POLICY, Policy
+from runner.parse.stage import update_answers
+from runner.rundir import RunWriter
+from runner.survey.reference import load_reference
 
 __all__ = ["AnalysisOptions", "analyze_answers", "analyze_run"]
 
@@ -43,6 +46,7 @@ class AnalysisOptions:
     factors: tuple[str, ...] | None = None
     units: tuple[str, ...] | None = None
     constants: Mapping[str, float] | None = None
+    policy: Policy = DEFAULT_POLICY  # parse policy: which answers are scored, and as what (runner/parse/policy.py)
 
 
 def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[dict[str, pl.DataFrame], dict]:
@@ -54,12 +58,12 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
         design = Design(design.factors, ("seed", *varying(answers, [u for u in design.units if u != "seed"])))
     reference = load_reference(options.reference or "hofstede-2015")
     human = load_reference(options.human_reference)
-    units = unit_array(answers, design)
+    units = unit_array(answers, design, options.policy)
     tables = agreement_tables(
         units, reference, undefined_tau=options.undefined_tau, constants=options.constants,
         n_resamples=options.n_resamples, confidence_level=options.confidence_level, seed=options.seed,
     )
-    tables["questions"] = question_table(answers, design.factors).collect(engine="streaming")
+    tables["questions"] = question_table(answers, design.factors, options.policy).collect(engine="streaming")
     tables["status_rates"] = status_rates(answers, [c for c in STATUS_GROUPS if c in design.factors])
     cap = {"max_points": options.max_points, "seed": options.seed}
     tables["respondents"] = respondent_table(units, **cap)
@@ -71,9 +75,11 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
         "reference": reference.to_dict(),
         "human_reference": human.to_dict(),
         "undefined_tau": options.undefined_tau,
+        "policy": options.policy.to_dict(),
         "constants": dict(options.constants or {}),
         "bootstrap": {"n_resamples": options.n_resamples, "confidence_level": options.confidence_level,
-                      "method": "percentile", "unit": list(design.units), "seed": options.seed},
+                      "method": "percentile", "unit": list(design.units), "seed": options.seed,
+                      "stream": "stats_core.bootstrap_indices(units per country, n_resamples, (seed, condition))"},
         "permutations": {"count": options.permutations, "seed": options.seed},
         "max_points_per_set": options.max_points,
         "design": design.to_dict(),
@@ -88,22 +94,28 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
 
 
 def analyze_run(run_dir: str | Path, options: AnalysisOptions) -> Path:
-    """Analyse ``run_dir``'s parsed answers; returns the ``analysis`` folder written."""
+    """Analyse ``run_dir``'s parsed answers; returns the ``analysis`` folder written.
+
+    Holds the run directory's lock throughout: responses parts a crash left unparsed are parsed first, and
+    every table is written atomically, so a concurrent sweep or report never sees half an analysis.
+    """
     root = Path(run_dir)
-    manifest_path = root / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else None
-    if options.reference is None:  # the reference the run was planned against, else Hofstede 2015
-        options = replace(options, reference=(manifest or {}).get("reference") or "hofstede-2015")
-    tables, summary = analyze_answers(load_answers(root), options)
-    summary["run_dir"] = str(root)
-    if manifest is not None:
-        summary["run_manifest"] = manifest
-    out = root / "analysis"
-    out.mkdir(exist_ok=True)
-    for name, table in tables.items():
-        table.write_parquet(out / f"{name}.parquet")
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-    return out
+    with RunWriter.attach(root) as writer:
+        manifest = writer.manifest
+        if manifest is not None:
+            update_answers(writer)
+        if options.reference is None:  # the reference the run was planned against, else Hofstede 2015
+            options = replace(options, reference=(manifest or {}).get("reference") or "hofstede-2015")
+        tables, summary = analyze_answers(load_answers(root), options)
+        summary["run_dir"] = str(root)
+        if manifest is not None:
+            summary["run_manifest"] = manifest
+        for name, table in tables.items():
+            with writer.output_file("analysis", f"{name}.parquet") as tmp:
+                table.write_parquet(tmp)
+        with writer.output_file("analysis", "summary.json") as tmp:
+            tmp.write_text(json.dumps(summary, indent=2, default=str))
+        return writer.layout.output("analysis")
 
 
 def _count(answers: pl.LazyFrame) -> int:

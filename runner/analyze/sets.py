@@ -22,9 +22,10 @@ import polars as pl
 import stats_core
 from runner.analyze.agreement import masked_mean
 from runner.analyze.units import UnitArray
-from runner.dimensions import DIMENSIONS
-from runner.reference import ReferenceSet
-from runner.scoring import indices_from_means
+from runner.score.indices import indices_from_means
+from runner.survey.dimensions import DIMENSIONS
+from runner.survey.reference import ReferenceSet
+from runner.survey.vocab import QUESTIONS
 
 __all__ = ["centroid_correlations", "disparity", "factor_tests", "respondent_table", "set_pairs", "set_separation"]
 
@@ -54,7 +55,7 @@ def respondent_table(units: UnitArray, *, max_points: int | None = None, seed: i
             "set": [labels[c]] * len(x), "country": [units.countries[k] for k in k_idx],
             "unit": units_of.astype(np.int64), **{f"q{q + 1}": x[:, q] for q in range(24)},
         }, schema={"set": pl.String, "country": pl.String, "unit": pl.Int64,
-                   **{f"q{q}": pl.Float64 for q in range(1, 25)}}))
+                   **{f"q{q}": pl.Float64 for q in QUESTIONS}}))
     return pl.concat(parts) if parts else pl.DataFrame()
 
 

@@ -1,4 +1,8 @@
-"""Descriptive tables of parsed answers: per-question statistics, parse-status rates, temperature-0 agreement."""
+"""Descriptive tables of parsed answers: per-question statistics, parse-status rates, temperature-0 agreement.
+
+Per-question means score answers by the parse policy (``scored_option``); status counts, status rates and the
+temperature-0 check describe what the model replied, so they read the statuses and ok answers as parsed.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +10,21 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from runner.scoring import question_stats
+from runner.parse.policy import DEFAULT_POLICY, Policy, scored_option
+from runner.score.indices import question_stats
 
 __all__ = ["question_table", "status_rates", "temperature_zero_disagreement"]
 
 
-def question_table(answers: pl.LazyFrame, factors: Sequence[str]) -> pl.LazyFrame:
-    """Per condition × country × question: ``mean``, ``std`` (ddof 0), ``n`` of ok answers and one count per status.
+def question_table(answers: pl.LazyFrame, factors: Sequence[str], policy: Policy = DEFAULT_POLICY) -> pl.LazyFrame:
+    """Per condition × country × question: ``mean``, ``std`` (ddof 0), ``n`` of the answers the policy scores
+    (``scored_option(policy)``; by default the ok answers) and one count per parse status.
 
     The papers' per-question tables (CAT v2 Tables 5–17) are this table for one condition.
     """
     keys = [*factors, "country", "question"]
-    ok = answers.filter(pl.col("status") == "ok")
-    stats = question_stats(ok, [*factors, "country"], value="option_id")
+    scored = answers.with_columns(scored_option(policy))
+    stats = question_stats(scored, [*factors, "country"], value="scored")
     counts = (
         answers.group_by([*keys, "status"]).agg(pl.len().cast(pl.Int64).alias("count"))
         .collect(engine="streaming")
@@ -45,7 +51,8 @@ def temperature_zero_disagreement(answers: pl.LazyFrame, factors: Sequence[str])
     """For temperature-0 conditions: share of (condition, country, question) whose repeated ok answers differ.
 
     Greedy decoding should answer a repeated request identically whatever the seed; a positive share means the
-    backend is not deterministic (or ignores the seed). ``None`` when the design has no temperature 0.
+    backend is not deterministic (or ignores the seed). ``None`` when the design has no temperature 0. This checks
+    the backend, so it reads the ok answers as parsed, whatever the scoring policy (a pinned item always agrees).
     """
     if "temperature" not in factors:
         return {"groups": 0, "disagreeing": 0, "share": None, "note": "no temperature factor"}

@@ -1,8 +1,10 @@
 """Parsed answers → a dense array of per-unit question means: ``values[c, k, u, q]``.
 
 c indexes conditions (factor combinations), k countries, u resampling units (seeds, identities), q the 24
-questions; NaN where a unit gave no usable answer. Every later statistic (indices, bootstrap, set measures)
-starts from this array; its size is bounded by the number of answers, not by the raw run.
+questions; NaN where a unit has nothing to score. Which answers are scored, and as what, is the parse
+policy's ``scored_option`` (runner/parse/policy.py): by default ok answers only. Every later statistic
+(indices, bootstrap, set measures) starts from this array; its size is bounded by the number of answers, not by
+the raw run.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from runner.analyze.design import Design
+from runner.parse.policy import DEFAULT_POLICY, Policy, scored_option
 
 __all__ = ["UnitArray", "unit_array"]
 
@@ -25,7 +28,7 @@ class UnitArray:
     conditions: pl.DataFrame  # one row per condition: the factor columns (in ``values`` order)
     countries: tuple[str, ...]
     units: pl.DataFrame  # one row per unit: the unit columns
-    values: np.ndarray  # (C, K, U, 24) float64, NaN = no usable answer
+    values: np.ndarray  # (C, K, U, 24) float64, NaN = nothing scored (the policy dropped or none given)
 
     def present(self) -> np.ndarray:
         """(C, K, U) bool: the unit answered at least one question for this condition and country."""
@@ -39,8 +42,8 @@ class UnitArray:
         return [", ".join(f"{c}={row[c]}" for c in cols) for row in self.conditions.iter_rows(named=True)]
 
 
-def unit_array(answers: pl.LazyFrame, design: Design) -> UnitArray:
-    """Average each unit's ok answers per question (1–24) and lay them out densely."""
+def unit_array(answers: pl.LazyFrame, design: Design, policy: Policy = DEFAULT_POLICY) -> UnitArray:
+    """Average each unit's scored answers (``scored_option(policy)``) per question (1–24), laid out densely."""
     factors = list(design.factors) or ["_all"]
     lazy = answers if design.factors else answers.with_columns(_all=pl.lit(1))
     keys = [*factors, "country", *design.units, "question"]
@@ -48,7 +51,7 @@ def unit_array(answers: pl.LazyFrame, design: Design) -> UnitArray:
         # answers without a country (no persona, language without a country) cannot be ranked
         lazy.filter(pl.col("question").is_between(1, 24) & pl.col("country").is_not_null())
         .group_by(keys)
-        .agg(answer=pl.col("option_id").filter(pl.col("status") == "ok").cast(pl.Float64).mean())
+        .agg(answer=scored_option(policy).cast(pl.Float64).mean())
         .collect(engine="streaming")
     )
     conditions = _codes(agg, factors)

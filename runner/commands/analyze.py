@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+
+from runner.survey.vocab import UNDEFINED_TAU
 import sys
 
 NAME = "analyze"
@@ -16,7 +18,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="reference set for Kendall tau (default: the run manifest's, else hofstede-2015)")
     parser.add_argument("--human-reference", default="human-nine-nations", metavar="NAME_OR_CSV",
                         help="human reference for D/MCD and SS_h (default human-nine-nations)")
-    parser.add_argument("--undefined-tau", choices=("nan", "-1"), default="nan", help="undefined-tau policy")
+    parser.add_argument("--undefined-tau", choices=UNDEFINED_TAU, default="nan", help="undefined-tau policy")
+    parser.add_argument("--unparseable", choices=("drop", "neutral"), default="drop",
+                        help="answers whose parse status is not ok: dropped or scored 3 (default drop)")
+    parser.add_argument("--health-items", choices=("answered", "neutral"), default="answered",
+                        help="Q15 and Q18: scored as answered or pinned to 3 (default answered)")
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     parser.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
     parser.add_argument("--permutations", type=int, default=999, help="PERMANOVA/PERMDISP permutations (default 999)")
@@ -31,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Run the analysis and print where it went plus the CAT scores."""
     from runner.analyze.run import AnalysisOptions, analyze_run
+    from runner.parse.policy import Policy
 
     def cols(text: str | None) -> tuple[str, ...] | None:
         return None if text is None else tuple(c.strip() for c in text.split(",") if c.strip())
@@ -39,6 +46,7 @@ def main(args: argparse.Namespace) -> int:
         reference=args.reference, human_reference=args.human_reference, undefined_tau=args.undefined_tau,
         n_resamples=args.resamples, confidence_level=args.confidence, permutations=args.permutations,
         seed=args.seed, max_points=args.max_points, factors=cols(args.factors), units=cols(args.units),
+        policy=Policy(unparseable=args.unparseable, health_items=args.health_items),
     )
     problems = [text for bad, text in (
         (not 0 < options.confidence_level < 1, f"--confidence {options.confidence_level} is not in (0, 1)"),

@@ -6,18 +6,24 @@ import argparse
 import sys
 
 NAME = "demo"
-HELP = ("Run a small sweep (4 personas × 24 questions × seeds, item mode) on a built-in endpoint — by default "
-        "SmolLM2-135M behind llama.cpp's server — then analyse it and write the HTML report.")
+HELP = (
+    "Run a small sweep (4 personas × 24 questions × seeds, item mode) on a built-in endpoint — by default "
+    "SmolLM2-135M behind llama.cpp's server — then analyse it and write the HTML report."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """--out, --endpoint, --model, --seeds, --slots, --seed."""
-    from runner.demo import ENDPOINTS, DemoOptions
+    from runner.endpoints.demo import ENDPOINTS, DemoOptions
 
     d = DemoOptions()
     parser.add_argument("--out", metavar="DIR", default="demo-run", help="output folder (default demo-run)")
-    parser.add_argument("--endpoint", choices=ENDPOINTS, default=d.endpoint,
-                        help="llm: the local model (default); sim: the simulated endpoint (known truth)")
+    parser.add_argument(
+        "--endpoint",
+        choices=ENDPOINTS,
+        default=d.endpoint,
+        help="llm: the local model (default); sim: the simulated endpoint (known truth)",
+    )
     parser.add_argument("--model", default=d.model, help="for --endpoint llm: smollm2 (default) or PATH.gguf")
     parser.add_argument("--seeds", type=int, default=d.seeds, help=f"sampling seeds per question (default {d.seeds})")
     parser.add_argument("--slots", type=int, default=d.slots, help=f"llama.cpp parallel slots (default {d.slots})")
@@ -26,10 +32,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Print the parse rate, Kendall tau per dimension with intervals, and the report's path."""
-    from runner.demo import DemoOptions, run_demo
+    from runner.endpoints.demo import DemoOptions, run_demo
 
-    options = DemoOptions(endpoint=args.endpoint, model=args.model, seeds=args.seeds, slots=args.slots,
-                          seed=args.seed)
+    if args.endpoint == "llm":
+        # the optional parts, checked before anything is written: one line naming the install command
+        from runner.endpoints.llm import require_server, resolve_model
+
+        require_server()
+        resolve_model(args.model)
+    options = DemoOptions(endpoint=args.endpoint, model=args.model, seeds=args.seeds, slots=args.slots, seed=args.seed)
     try:
         result = run_demo(args.out, options)
     except ValueError as exc:  # a bad option; HofcatError is caught by runner.cli

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+
+from runner.survey.vocab import MODES, QUESTIONS
 import json
 import sys
 
@@ -12,7 +14,7 @@ HELP = "Parse one model reply (a file or - for stdin) and print each question's 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """--mode, --question, --language, --options-order, --reply-format and the reply file."""
-    parser.add_argument("--mode", choices=("item", "survey"), required=True,
+    parser.add_argument("--mode", choices=MODES, required=True,
                         help="item: one question per reply; survey: all 24 questions in one reply")
     parser.add_argument("--question", type=int, metavar="N", help="the question asked (1-24); item mode only")
     parser.add_argument("--language", default="en", help="instrument language of the prompt (default: en)")
@@ -25,8 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Print one JSON object: parser version, the cell's design and one answer per question."""
-    from runner.cell import PromptCell
-    from runner.instrument import languages
+    from runner.survey.cell import PromptCell
+    from runner.survey.instrument import languages
     from runner.parse import parse_reply
 
     def fail(message: str) -> int:
@@ -48,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
     else:
         if args.question is not None:
             return fail("--question is for item mode; survey mode parses all 24 questions")
-        questions = tuple(range(1, 25))
+        questions = QUESTIONS
     try:
         if args.file == "-":
             text = sys.stdin.read()

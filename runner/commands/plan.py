@@ -18,8 +18,8 @@ def main(args: argparse.Namespace) -> int:
     """Print the plan summary; exit 2 on a bad spec."""
     import json
 
-    from runner.accounting import plan_summary
-    from runner.spec import load_spec
+    from runner.sweep.accounting import plan_summary
+    from runner.sweep.spec import load_spec
 
     summary = plan_summary(load_spec(args.spec))
     if args.json:

@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 import argparse
+
+from runner.survey.vocab import PROVIDERS
 import json
 import sys
 
 NAME = "probe"
-HELP = ("Determinism probe: repeat identical chat requests (temperature 0, a fixed seed, temperature > 0 with "
-        "one seed and with many) against an endpoint, or the bundled local model, and print the verdict as JSON.")
+HELP = (
+    "Determinism probe: repeat identical chat requests (temperature 0, a fixed seed, temperature > 0 with "
+    "one seed and with many) against an endpoint, or the bundled local model, and print the verdict as JSON."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """--base-url/--model or --local, --provider, --api-key-env, --repeats, --max-tokens, --seed."""
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--base-url", help="the endpoint's base URL, e.g. http://127.0.0.1:8080/v1")
-    where.add_argument("--local", metavar="smollm2|PATH.gguf",
-                       help="start the local llama.cpp server with this model for the probe, then stop it")
+    where.add_argument(
+        "--local",
+        metavar="smollm2|PATH.gguf",
+        help="start the local llama.cpp server with this model for the probe, then stop it",
+    )
     parser.add_argument("--model", help="model name sent in requests (required with --base-url)")
-    parser.add_argument("--provider", default="openai", choices=["openai", "anthropic", "gemini"])
+    parser.add_argument("--provider", default="openai", choices=PROVIDERS)
     parser.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     parser.add_argument("--repeats", type=int, default=6, help="requests per condition (default: 6)")
     parser.add_argument("--max-tokens", type=int, default=24, help="reply length cap (default: 24)")
@@ -29,14 +36,19 @@ def main(args: argparse.Namespace) -> int:
     """Print the probe's ``to_dict()``; exit status 0, or 2 on bad options or when every request failed."""
     import asyncio
 
-    from runner.llm import LocalLLM
-    from runner.probe import probe_determinism
+    from runner.endpoints.llm import LocalLLM
+    from runner.sweep.probe import probe_determinism
 
     if args.base_url and not args.model:
         print("hofcat probe: --model is required with --base-url", file=sys.stderr)
         return 2
-    options = dict(repeats=args.repeats, max_tokens=args.max_tokens, seed=args.seed, provider_name=args.provider,
-                   api_key_env=args.api_key_env)
+    options = dict(
+        repeats=args.repeats,
+        max_tokens=args.max_tokens,
+        seed=args.seed,
+        provider_name=args.provider,
+        api_key_env=args.api_key_env,
+    )
     try:
         if args.local:
             with LocalLLM(model=args.local) as llm:

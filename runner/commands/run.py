@@ -29,8 +29,8 @@ def main(args: argparse.Namespace) -> int:
     import gc
     import sys
 
-    from runner.spec import load_spec
-    from runner.sweep import run_sweep
+    from runner.sweep.spec import load_spec
+    from runner.sweep.session import run_sweep
 
     spec = load_spec(args.spec)
     # Everything imported so far lives as long as the process: keep it out of the cyclic collector's

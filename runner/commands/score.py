@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+
+from runner.survey.vocab import UNDEFINED_TAU
 import json
 
 NAME = "score"
@@ -17,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reference", required=True, metavar="NAME_OR_CSV",
                         help="a shipped reference set (hofstede-2015, hofstede-2015-arab-revised, arab-revised, "
                              "human-nine-nations) or a CSV country,pdi,idv,mas,uai,lto,ivr")
-    parser.add_argument("--undefined-tau", choices=("nan", "-1"), default="nan",
+    parser.add_argument("--undefined-tau", choices=UNDEFINED_TAU, default="nan",
                         help="when one side is constant: nan = N/A, left out of the CAT mean (default); "
                              "-1 = counts as -1.0 (CAT v1)")
     parser.add_argument("--format", choices=("json", "table"), default="json", help="output format (default json)")
@@ -27,10 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Print the result; a bad input prints one located error line and returns 2."""
-    from runner.cat_result import render_table, score_means
-    from runner.means_file import read_means
-    from runner.reference import load_reference
-    from runner.scoring import parse_constants
+    from runner.score.cat import render_table, score_means
+    from runner.score.means_file import read_means
+    from runner.survey.reference import load_reference
+    from runner.score.indices import parse_constants
 
     constants = parse_constants(args.constants)
     reference = load_reference(args.reference)

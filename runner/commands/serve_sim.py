@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> object:
     """The SimConfig the options describe (raises SimConfigError naming a bad option)."""
-    from runner.sim import Latency, SimConfig
+    from runner.endpoints.sim import Latency, SimConfig
 
     return SimConfig(
         seed=args.seed, model=args.model, reference=args.reference, signal=args.signal, spread=args.spread,
@@ -55,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
     import signal
     import sys
 
-    from runner.sim import SimServer
+    from runner.endpoints.sim import SimServer
 
     config = config_from_args(args)
 

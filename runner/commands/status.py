@@ -18,7 +18,7 @@ def main(args: argparse.Namespace) -> int:
     """Print the status; exit 2 when RUN_DIR is not a run directory."""
     import json
 
-    from runner.accounting import run_status
+    from runner.sweep.accounting import run_status
 
     status = run_status(args.run_dir)
     if args.json:

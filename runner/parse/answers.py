@@ -1,32 +1,42 @@
-"""The parsed-answers dataset: stored responses → one row per (cell, question) via the parser.
+"""Stored response rows → answer rows: rebuild each row's prompt cell from its factor columns and parse it.
 
-The prompt cell is rebuilt from the response row's own factor columns, so any stored run can be re-parsed
-with a newer parser without the spec.
+The cell is rebuilt from the response row's own columns, so any stored run can be re-parsed by a newer
+parser without its spec.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import pyarrow as pa
 
-from runner.cell import Framing, PromptCell
+from runner.parse import PARSER_VERSION, Answer, ParseResult, parse_reply
+from runner.rundir.schema import AnswerRow, table
+from runner.survey.cell import Framing, PromptCell
 
-ANSWER_SCHEMA = pa.schema([
-    ("cell_key", pa.string()),
-    ("question", pa.int16()),
-    ("option_id", pa.int16()),  # 1-5, null unless status is "ok"
-    ("status", pa.string()),  # ok | refusal | no_answer | ambiguous | out_of_range | invalid_format
-    ("hedged", pa.bool_()),
-    ("displayed", pa.int16()),  # position (1-5) the chosen option had in the prompt
-    ("parser_version", pa.string()),
-])
+__all__ = ["CELL_COLUMNS", "CURRENT", "Parser", "answers_table", "prompt_cell"]
 
-_CELL_COLUMNS = ("cell_key", "language", "mode", "questions", "framing", "country", "age", "gender",
-                 "option_order", "reply_format", "response_text")
+# The response columns a parse needs: the cell's factors and the reply.
+CELL_COLUMNS = ("cell_key", "language", "mode", "questions", "framing", "country", "age", "gender",
+                "option_order", "reply_format", "response_text")
+VERSION_KEY = "hofcat.parser_version"  # answers parts carry their parser's version in the schema metadata
 
 
-def prompt_cell(row: dict) -> PromptCell:
+@dataclass(frozen=True, slots=True)
+class Parser:
+    """A parser and the version it writes into the answers it produces."""
+
+    version: str
+    parse: Callable[[str, PromptCell], ParseResult]
+
+
+CURRENT = Parser(PARSER_VERSION, parse_reply)
+
+
+def prompt_cell(row: dict[str, Any]) -> PromptCell:
     """The ``PromptCell`` a stored response row answered (from its factor columns)."""
     return PromptCell(
         language=row["language"], mode=row["mode"], questions=tuple(row["questions"]),
@@ -35,38 +45,18 @@ def prompt_cell(row: dict) -> PromptCell:
     )
 
 
-def answer_rows(cell_key: str, text: str, prompt: PromptCell) -> list[tuple]:
-    """Rows (``ANSWER_SCHEMA`` order) of the parser's reading of reply ``text`` to ``prompt``."""
-    return [(cell_key, *answer) for answer in _parsed(text, prompt)]
-
-
-def answers_table(rows: list[tuple]) -> pa.Table:
-    """Answer rows as an Arrow table with ``ANSWER_SCHEMA``."""
-    columns = list(zip(*rows, strict=True)) if rows else [()] * len(ANSWER_SCHEMA)
-    return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, ANSWER_SCHEMA, strict=True)],
-                                schema=ANSWER_SCHEMA)
-
-
-def parse_responses(responses: pa.Table) -> pa.Table:
-    """Answers (``ANSWER_SCHEMA``) for every stored response row, in row then question order."""
-    rows: list[tuple] = []
-    for row in responses.select(list(_CELL_COLUMNS)).to_pylist():
-        rows.extend(answer_rows(row["cell_key"], row["response_text"] or "", prompt_cell(row)))
-    return answers_table(rows)
+def answers_table(responses: pa.Table, parser: Parser = CURRENT) -> pa.Table:
+    """Answers (``AnswerRow`` schema, parser version in the metadata) of every response row, in row order."""
+    rows: list[AnswerRow] = []
+    for row in responses.select(list(CELL_COLUMNS)).to_pylist():
+        key = row["cell_key"]
+        rows.extend(AnswerRow(cell_key=key, question=a.question, option_id=a.option_id, status=a.status,
+                              hedged=a.hedged, displayed=a.displayed, parser_version=parser.version)
+                    for a in _parsed(parser, row["response_text"] or "", prompt_cell(row)))
+    return table(rows, AnswerRow, {VERSION_KEY: parser.version})
 
 
 @lru_cache(maxsize=65536)
-def _parsed(text: str, prompt: PromptCell) -> tuple[tuple, ...]:
-    """The parse of one reply (pure, so identical short replies to one prompt are parsed once)."""
-    from runner.parse import parse_reply
-
-    result = parse_reply(text, prompt)
-    return tuple((a.question, a.option_id, a.status, a.hedged, a.displayed, result.parser_version)
-                 for a in result.answers)
-
-
-def parser_version() -> str:
-    """The version of the parser that writes the answers dataset."""
-    from runner.parse import PARSER_VERSION
-
-    return PARSER_VERSION
+def _parsed(parser: Parser, text: str, prompt: PromptCell) -> tuple[Answer, ...]:
+    """The answers in one reply (pure, so identical replies to one prompt are parsed once)."""
+    return parser.parse(text, prompt).answers

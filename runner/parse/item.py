@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from runner.instrument import load_instrument
+from runner.survey.instrument import load_instrument
 from runner.parse import markers
 from runner.parse.jsonreply import first_json
 from runner.parse.labels import LabelMatcher, matcher
@@ -55,7 +55,7 @@ def context(language: str, question: int, order: tuple[int, ...], reply_format: 
 
 @lru_cache(maxsize=1)
 def _languages() -> frozenset[str]:
-    from runner.instrument import languages
+    from runner.survey.instrument import languages
 
     return frozenset(languages())
 

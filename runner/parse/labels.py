@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from runner.instrument import load_instrument
+from runner.survey.instrument import load_instrument
 from runner.parse.markers import negated
 from runner.parse.normalize import bare, normalize
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from runner.cell import PromptCell
-from runner.instrument import load_instrument
+from runner.survey.cell import PromptCell
+from runner.survey.instrument import load_instrument
 from runner.parse import markers
 from runner.parse.item import Context, context, from_json_object, from_json_value, parse_item
 from runner.parse.jsonreply import first_json

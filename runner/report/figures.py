@@ -10,8 +10,9 @@ import io
 import numpy as np
 import polars as pl
 
-from runner.dimensions import DIMENSIONS
-from runner.reference import ReferenceSet
+from runner.survey.dimensions import DIMENSIONS
+from runner.survey.reference import ReferenceSet
+from runner.survey.vocab import QUESTIONS
 
 __all__ = [
     "dimension_scores",
@@ -148,7 +149,7 @@ def respondent_embedding(respondents: pl.DataFrame, *, seed: int = 0) -> bytes |
     from sklearn.manifold import TSNE
 
     plt = _plt()
-    x = respondents.select([f"q{q}" for q in range(1, 25)]).to_numpy()
+    x = respondents.select([f"q{q}" for q in QUESTIONS]).to_numpy()
     perplexity = float(min(30, max(2, (len(x) - 1) // 3)))
     xy = TSNE(n_components=2, perplexity=perplexity, random_state=seed, init="pca").fit_transform(x)
     fig, ax = plt.subplots(figsize=(7, 5))

@@ -14,8 +14,9 @@ from pathlib import Path
 import polars as pl
 
 from runner.errors import InputError
-from runner.reference import load_reference
 from runner.report import figures
+from runner.rundir import RunWriter, read_output_json, read_output_table
+from runner.survey.reference import load_reference
 
 __all__ = ["render_report"]
 
@@ -28,10 +29,10 @@ figure { margin: 1em 0 2em; } figcaption { font-size: 13px; color: #555; }
 pre { background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 12px; }
 """
 
-def _read(folder: Path, name: str) -> pl.DataFrame:
+def _read(run_dir: Path, name: str) -> pl.DataFrame:
     """One analysis table (empty when the analysis did not produce it)."""
-    path = folder / f"{name}.parquet"
-    return pl.read_parquet(path) if path.is_file() else pl.DataFrame()
+    data = read_output_table(run_dir, "analysis", name)
+    return pl.DataFrame() if data is None else pl.from_arrow(data)
 
 def _fmt(value: object) -> str:
     """A table cell: floats to 2 decimals, NaN/None as N/A, lists joined."""
@@ -55,11 +56,12 @@ def _table(frame: pl.DataFrame, *, max_rows: int = 200) -> str:
     more = f"<p><em>{frame.height - max_rows} more rows in the Parquet table</em></p>" if frame.height > max_rows else ""
     return f"<table><tr>{head}</tr>{body}</table>{more}"
 
-def _figure(out: Path, name: str, png: bytes | None, caption: str) -> str:
+def _figure(out: RunWriter, name: str, png: bytes | None, caption: str) -> str:
     """Save a PNG beside the page and embed it as a data URI with a caption."""
     if png is None:
         return ""
-    (out / f"{name}.png").write_bytes(png)
+    with out.output_file("report", f"{name}.png") as tmp:
+        tmp.write_bytes(png)
     data = base64.b64encode(png).decode("ascii")
     return (f'<figure id="fig-{name}"><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
             f"<figcaption>{html.escape(caption)}</figcaption></figure>")
@@ -99,18 +101,21 @@ def _probe_section(manifest: dict) -> str:
 def render_report(run_dir: str | Path) -> Path:
     """Write ``RUN_DIR/report/index.html`` from ``RUN_DIR/analysis``; returns the HTML path."""
     root = Path(run_dir)
-    folder = root / "analysis"
-    summary_path = folder / "summary.json"
-    if not summary_path.is_file():
+    summary = read_output_json(root, "analysis", "summary.json")
+    if summary is None:
         raise InputError(f"{root}: no analysis/summary.json; run `hofcat analyze {root}` first")
-    summary = json.loads(summary_path.read_text())
+    with RunWriter.attach(root) as writer:
+        return _render(writer, summary)
+
+
+def _render(out: RunWriter, summary: dict) -> Path:
+    """Write the report's page and figures through ``out``; returns the page's path."""
+    root = out.run_dir
     factors = [f for f in summary["design"]["factors"]]
     reference = load_reference(summary["reference"]["name"])
-    t = {name: _read(folder, name) for name in (
+    t = {name: _read(root, name) for name in (
         "indices", "kendall", "cat", "misranked", "error_percentage", "questions", "status_rates", "respondents",
         "centroid_correlations", "disparity", "set_separation", "factor_tests")}
-    out = root / "report"
-    out.mkdir(exist_ok=True)
     seed = int(summary["bootstrap"]["seed"])
     parts = [
         f"<h1>hofcat report: {html.escape(root.name)}</h1>",
@@ -155,6 +160,6 @@ def render_report(run_dir: str | Path) -> Path:
     ]
     page = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>hofcat report</title>'
             f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>")
-    path = out / "index.html"
-    path.write_text(page, encoding="utf-8")
-    return path
+    with out.output_file("report", "index.html") as tmp:
+        tmp.write_text(page, encoding="utf-8")
+    return out.layout.output("report") / "index.html"

@@ -11,11 +11,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from runner.dimensions import DIMENSIONS
-from runner.means_file import MeansTable
-from runner.ranking import rank_agreement
-from runner.reference import ReferenceSet
-from runner.scoring import indices_from_means
+from runner.survey.dimensions import DIMENSIONS
+from runner.score.means_file import MeansTable
+from runner.score.ranking import rank_agreement
+from runner.survey.reference import ReferenceSet
+from runner.score.indices import indices_from_means
 
 __all__ = ["render_table", "score_means"]
 

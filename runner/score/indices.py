@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from runner.dimensions import DIMENSIONS, QUESTIONS
+from runner.survey.dimensions import DIMENSIONS, QUESTIONS
 from runner.errors import InputError
 
 __all__ = [

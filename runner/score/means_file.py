@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from runner.dimensions import QUESTIONS
+from runner.survey.dimensions import QUESTIONS
 from runner.errors import InputFileError, UnknownCountryError
-from runner.reference import ReferenceSet
+from runner.survey.reference import ReferenceSet
 
 __all__ = ["MeansTable", "read_means"]
 

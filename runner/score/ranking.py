@@ -20,12 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 
 import stats_core
-from runner.dimensions import DIMENSIONS
+from runner.survey.dimensions import DIMENSIONS
 from runner.errors import InputError
+from runner.survey.vocab import UNDEFINED_TAU
 
 __all__ = ["POLICIES", "Agreement", "competition_ranks", "error_percentage", "rank_agreement"]
 
-POLICIES = ("nan", "-1")
+POLICIES = UNDEFINED_TAU  # what tau of a constant ranking is: NaN (undefined) or -1 (the CAT papers)
 
 
 @dataclass(frozen=True, eq=False)

@@ -8,12 +8,10 @@ temperature, top_p, max_tokens) are not part of it: they change how a request is
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+
+from runner.survey.vocab import FramingKind, Mode
 
 CANONICAL_ORDER: tuple[int, ...] = (1, 2, 3, 4, 5)
-
-Mode = Literal["item", "survey"]
-FramingKind = Literal["none", "persona", "identity"]
 
 
 @dataclass(frozen=True, slots=True)

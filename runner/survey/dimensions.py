@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from runner.survey import vocab
+
 DIMENSIONS: tuple[str, ...] = ("pdi", "idv", "mas", "uai", "lto", "ivr")
 
 DIMENSION_NAMES: dict[str, str] = {
@@ -13,4 +15,4 @@ DIMENSION_NAMES: dict[str, str] = {
     "ivr": "Indulgence",
 }
 
-QUESTIONS: tuple[int, ...] = tuple(range(1, 25))  # the 24 content questions that enter the indices
+QUESTIONS = vocab.QUESTIONS  # the 24 content questions that enter the indices

@@ -12,10 +12,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from runner import paths
+from runner.survey import paths
 from runner.errors import InstrumentError
+from runner.survey.vocab import QUESTIONS
 
-QUESTION_NUMBERS: tuple[int, ...] = tuple(range(1, 25))
 OPTION_IDS: tuple[int, ...] = (1, 2, 3, 4, 5)
 HEALTH_QUESTIONS: tuple[int, ...] = (15, 18)  # the items some designs pin to the neutral answer 3
 
@@ -149,7 +149,7 @@ def _scales(raw: dict[str, Any], path: Path) -> dict[str, tuple[tuple[Option, ..
 
 
 def _questions(raw: dict[str, Any], scales: dict, path: Path) -> dict[int, Question]:
-    expected = {str(n) for n in QUESTION_NUMBERS}
+    expected = {str(n) for n in QUESTIONS}
     if set(raw) != expected:
         missing = sorted(expected - set(raw), key=int)
         extra = sorted(set(raw) - expected)
@@ -180,6 +180,6 @@ def _sections(raw: Any, path: Path) -> tuple[Section, ...]:
             raise _fail(path, f"sections[{i}].questions", "expected a non-empty list of question numbers")
         sections.append(Section(_text(body.get("id"), path, f"sections[{i}].id"), intro, tuple(numbers)))
         seen.extend(numbers)
-    if seen != list(QUESTION_NUMBERS):
+    if seen != list(QUESTIONS):
         raise _fail(path, "sections", "must list questions 1-24 once each, in order, across the sections")
     return tuple(sections)

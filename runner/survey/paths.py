@@ -1,10 +1,16 @@
-"""Where hofcat finds its shipped data (the instrument, reference scores, templates)."""
+"""Where hofcat finds its shipped data: the instrument, prompt templates, reference scores and examples.
+
+The data ships inside the package (``runner/data``; the checkout's top-level ``data/`` is a link to it), so
+an installed wheel finds it wherever it lives. ``HOFCAT_DATA_DIR`` points elsewhere, e.g. at a copy with an
+extended instrument.
+"""
 
 from __future__ import annotations
 
 import os
+from importlib.resources import files
 from pathlib import Path
 
-# hofcat is installed in development mode from its checkout (`make build`), so data/ sits beside runner/.
-# HOFCAT_DATA_DIR points elsewhere, e.g. for an installed wheel or a user's extended instrument.
-DATA_DIR = Path(os.environ.get("HOFCAT_DATA_DIR", Path(__file__).resolve().parent.parent / "data"))
+# A wheel installs as plain files, so the package's resource folder is a real directory.
+DATA_DIR = Path(os.environ.get("HOFCAT_DATA_DIR") or str(files("runner").joinpath("data")))
+EXAMPLES_DIR = DATA_DIR / "examples"

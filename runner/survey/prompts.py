@@ -16,13 +16,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from runner import paths
-from runner.cell import CANONICAL_ORDER, PromptCell
+from runner.survey import paths
+from runner.survey.cell import CANONICAL_ORDER, PromptCell
 from runner.errors import PromptError
-from runner.instrument import QUESTION_NUMBERS, Instrument, load_instrument
+from runner.survey.instrument import Instrument, load_instrument
+from runner.survey.vocab import FRAMINGS, MODES, QUESTIONS
 
-FRAMINGS = ("none", "persona", "identity")
-MODES = ("item", "survey")
 _LAYOUT_KEYS = ("option", "option_join_item", "option_join_survey", "question_line")
 
 
@@ -135,7 +134,7 @@ def _render(cell: PromptCell) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[
 def _check(cell: PromptCell, templates: dict[str, Any]) -> None:
     if cell.mode not in MODES:
         raise PromptError(f"cell.mode: {cell.mode!r} is not one of {', '.join(MODES)}")
-    if not cell.questions or any(q not in QUESTION_NUMBERS for q in cell.questions):
+    if not cell.questions or any(q not in QUESTIONS for q in cell.questions):
         raise PromptError(f"cell.questions: {cell.questions!r} must be question numbers 1-24")
     if len(set(cell.questions)) != len(cell.questions) or list(cell.questions) != sorted(cell.questions):
         raise PromptError(f"cell.questions: {cell.questions!r} must be distinct and ascending")

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from runner.dimensions import DIMENSIONS
+from runner.survey.dimensions import DIMENSIONS
 from runner.errors import InputFileError, UnknownCountryError, UnknownReferenceError
-from runner.paths import DATA_DIR
+from runner.survey.paths import DATA_DIR
 
 __all__ = [
     "DIMENSIONS",

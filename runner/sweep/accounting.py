@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from runner.spec import EndpointConfig, Spec, spec_from_dict
+from runner.sweep.spec import EndpointConfig, Spec, spec_from_dict
 
 
 def cost(endpoint: EndpointConfig, input_tokens: float, output_tokens: float) -> float | None:
@@ -24,8 +24,8 @@ def cost(endpoint: EndpointConfig, input_tokens: float, output_tokens: float) ->
 
 def plan_summary(spec: Spec) -> dict[str, Any]:
     """Cells per factor, total cells, estimated tokens and cost per endpoint; renders prompts, sends nothing."""
-    from runner.execute import prompt_estimate
-    from runner.plan import count_cells, factor_counts, iter_cells, validate_plan
+    from runner.sweep.execute import prompt_estimate
+    from runner.sweep.plan import count_cells, factor_counts, iter_cells, validate_plan
 
     validate_plan(spec)
     endpoints = {}
@@ -46,7 +46,7 @@ def plan_summary(spec: Spec) -> dict[str, Any]:
 
 def run_status(run_dir: str | Path) -> dict[str, Any]:
     """Done, failed, remaining cells, tokens and cost of a run directory, in total and per endpoint."""
-    from runner.store import read_dataset, read_manifest
+    from runner.rundir import read_dataset, read_manifest
 
     manifest = read_manifest(run_dir)
     spec = spec_from_dict(manifest["spec"], source=f"{run_dir}/manifest.json spec")

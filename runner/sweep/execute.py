@@ -1,14 +1,16 @@
-"""Execution: a bounded producer per endpoint → an asyncio pool per endpoint → the store.
+"""Execution: a bounded producer per endpoint → an asyncio pool per endpoint → the run directory's writer.
 
-Each endpoint gets an ``asyncio_pool.AioPool`` of ``max_concurrency`` workers that take cells one at a
-time from the endpoint's lazy plan iterator (stored cells skipped): at most ``max_concurrency`` cells per
-endpoint are in hand at once, whatever the plan's size, and no task is created per cell. A worker renders
+Each endpoint gets a transport (``runner.sweep.transport``; aiohttp unless the caller injects another) and
+an ``asyncio_pool.AioPool`` of ``max_concurrency`` workers that take cells one at a time from the endpoint's
+lazy plan iterator (stored cells skipped): at most ``max_concurrency`` cells per endpoint are in hand at
+once, whatever the plan's size, and no task is created per cell. A worker renders
 the prompt, then runs attempts under the retry policy; each attempt holds a slot of the endpoint's
-adaptive concurrency cap and a rate-limit charge. The executor knows neither prompts' wording nor answers' meaning.
+adaptive concurrency cap and a rate-limit charge. Every outcome becomes a row in the run directory's writer;
+``commit`` (the session's) flushes it. The executor knows neither prompts' wording nor answers' meaning.
 
 Stopping (SIGINT/SIGTERM): the first signal stops intake and cuts waits short; requests already in flight
 finish or time out and are stored; cells whose retries were cut short are left unstored for the next run.
-A second signal cancels the requests in flight. Either way the store is flushed: the run resumes cleanly.
+A second signal cancels the requests in flight. Either way the writer is flushed: the run resumes cleanly.
 """
 
 from __future__ import annotations
@@ -20,35 +22,35 @@ import os
 import random
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-import aiohttp
 from asyncio_pool import AioPool
 
-from runner.cell import PromptCell
-from runner.limits import AdaptiveConcurrency, RateLimiter
-from runner.plan import PlannedCell
-from runner.progress import EndpointStats, Progress, RunStats
-from runner.providers import ChatRequest, Provider, get_provider
-from runner.retry import RetryPolicy, call_with_retries
+from runner.survey.cell import PromptCell
+from runner.sweep.limits import AdaptiveConcurrency, RateLimiter
+from runner.sweep.plan import PlannedCell
+from runner.sweep.progress import EndpointStats, Progress, RunStats
+from runner.sweep.providers import ChatRequest, Provider, get_provider
+from runner.sweep.retry import RetryPolicy, call_with_retries
 from runner.errors import Interrupted, RateLimited, RequestError, RetryableError, SpecError
-from runner.spec import EndpointConfig
-from runner.store import Outcome, RunStore, now_us
-from runner.transport import send
+from runner.sweep.spec import EndpointConfig
+from runner.rundir import RunWriter
+from runner.sweep.outcome import Outcome, now_us, response_row
+from runner.sweep.transport import Transport, TransportFactory, aiohttp_transport, send
 
 CHARS_PER_TOKEN = 4  # input-token estimate before the server reports usage
 
 
 @dataclass
 class Endpoint:
-    """Everything one endpoint's requests share: config, provider mapping, session, limits, pool, counters."""
+    """Everything one endpoint's requests share: config, provider mapping, transport, limits, pool, counters."""
 
     config: EndpointConfig
     provider: Provider
     api_key: str | None
-    session: aiohttp.ClientSession
+    transport: Transport
     limiter: RateLimiter
     gate: AdaptiveConcurrency
     policy: RetryPolicy
@@ -89,11 +91,26 @@ def unsupported_parameters(endpoint: EndpointConfig) -> list[str]:
 
 
 class Executor:
-    """Runs planned cells against their endpoints and hands every outcome to the store."""
+    """Runs planned cells against their endpoints and hands every outcome to the run directory's writer.
 
-    def __init__(self, store: RunStore, stats: RunStats, progress: Progress, *, flush_interval_s: float,
-                 rng_seed: int) -> None:
-        self.store = store
+    ``commit`` flushes the writer (and whatever the caller does with a committed part); it is called every
+    ``flush_interval_s`` and whenever the writer's buffer is full. ``transport_factory`` builds each
+    endpoint's transport; ``handle_signals`` installs the SIGINT/SIGTERM handlers (only the owner of the
+    event loop's thread should). ``wait`` and ``clock`` replace real waiting (retry backoff, rate-limit and
+    concurrency pauses) and the limits' monotonic clock: tests drive the executor in virtual time with them.
+    """
+
+    def __init__(self, writer: RunWriter, stats: RunStats, progress: Progress, *, flush_interval_s: float,
+                 rng_seed: int, commit: Callable[[], object] | None = None,
+                 transport_factory: TransportFactory = aiohttp_transport, handle_signals: bool = True,
+                 wait: Callable[[float], Awaitable[None]] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.writer = writer
+        self.commit = commit or writer.flush
+        self.transport_factory = transport_factory
+        self.handle_signals = handle_signals
+        self._wait = wait
+        self._clock = clock
         self.stats = stats
         self.progress = progress
         self.flush_interval_s = flush_interval_s
@@ -117,7 +134,8 @@ class Executor:
     async def run(self, work: Iterable[tuple[EndpointConfig, Iterable[PlannedCell]]]) -> bool:
         """Run each endpoint's cells (already filtered to unstored ones); True if stopped before the end."""
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        signals = (signal.SIGINT, signal.SIGTERM) if self.handle_signals else ()
+        for sig in signals:
             loop.add_signal_handler(sig, self.stop)
         flusher = loop.create_task(self._flush_periodically())
         self.progress.start()
@@ -130,12 +148,12 @@ class Executor:
                 producers.append(self._produce(endpoint, cells))
             await asyncio.gather(*producers)
         finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in signals:
                 loop.remove_signal_handler(sig)
             flusher.cancel()
             await asyncio.gather(flusher, return_exceptions=True)
             for endpoint in endpoints:
-                await endpoint.session.close()
+                await endpoint.transport.close()
             await self.progress.stop()
         if self._bug is not None:
             raise self._bug
@@ -150,14 +168,14 @@ class Executor:
             self.progress.note(f"endpoint {config.name!r}: the {provider.name} API takes no "
                                f"{', '.join(sorted(provider.unsupported))}; requests are sent without it")
         rpw = config.requests_per_minute
-        limiter = RateLimiter(rpw, config.tokens_per_minute, window_s=config.rate_window_s, burst=config.burst)
-        gate = AdaptiveConcurrency(config.max_concurrency)
+        limiter = RateLimiter(rpw, config.tokens_per_minute, window_s=config.rate_window_s, burst=config.burst,
+                              clock=self._clock)
+        gate = AdaptiveConcurrency(config.max_concurrency, clock=self._clock)
         stats = self.stats.endpoints.setdefault(config.name, EndpointStats(config.name, rpw, config.max_concurrency))
         stats.in_flight = lambda: gate.in_flight
         stats.concurrency_limit = lambda: gate.limit
-        connector = aiohttp.TCPConnector(limit=config.max_concurrency, force_close=False)
-        session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=config.timeout_s))
-        return Endpoint(config, provider, key, session, limiter, gate, RetryPolicy(config.max_retries),
+        transport = self.transport_factory(config)
+        return Endpoint(config, provider, key, transport, limiter, gate, RetryPolicy(config.max_retries),
                         AioPool(size=config.max_concurrency), stats)
 
     async def _produce(self, endpoint: Endpoint, cells: Iterable[PlannedCell]) -> None:
@@ -207,7 +225,7 @@ class Executor:
                 t0 = time.monotonic()
                 reply = None
                 try:
-                    reply = await send(endpoint.session, endpoint.provider, call)
+                    reply = await send(endpoint.transport, endpoint.provider, call)
                 except RequestError as exc:
                     last["status"] = exc.status
                     if isinstance(exc, RateLimited):
@@ -248,12 +266,20 @@ class Executor:
             outcome = Outcome(None, exc, attempts, last["latency_s"], exc.status, started, now_us())
             self.stats.failed += 1
             endpoint.stats.failed += 1
-        self.store.add(cell, messages_json, prompt_hash, outcome)
+        self.writer.add_prompt(prompt_hash, messages_json)
+        self.writer.add(response_row(cell, prompt_hash, outcome))
+        if self.writer.full:
+            self.commit()
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, unless the run is stopping: then raise ``Interrupted`` (at once, or when the stop comes)."""
         if self._stop.is_set():
             raise Interrupted("stopping")
+        if self._wait is not None:
+            await self._wait(seconds)
+            if self._stop.is_set():
+                raise Interrupted("stopping")
+            return
         try:
             await asyncio.wait_for(self._stop.wait(), seconds)
         except TimeoutError:
@@ -263,7 +289,7 @@ class Executor:
     async def _flush_periodically(self) -> None:
         while True:
             await asyncio.sleep(self.flush_interval_s)
-            self.store.flush()
+            self.commit()
 
     def _redact(self, text: str) -> str:
         for secret in self._secrets:
@@ -279,7 +305,7 @@ def prompt_estimate(prompt: PromptCell) -> int:
 @lru_cache(maxsize=8192)
 def _rendered(prompt: PromptCell) -> tuple[list[dict[str, str]], str, str, int]:
     """Messages, their canonical JSON, its 16-hex-digit hash and the input-token estimate of a prompt."""
-    from runner.prompts import build_messages
+    from runner.survey.prompts import build_messages
 
     messages = build_messages(prompt)
     text = json.dumps(messages, ensure_ascii=False, separators=(",", ":"))

@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
-from runner.cell import CANONICAL_ORDER, Framing, PromptCell
+from runner.survey.cell import CANONICAL_ORDER, Framing, PromptCell
 from runner.errors import SpecError
-from runner.spec import EndpointConfig, Spec
+from runner.sweep.spec import EndpointConfig, Spec
 
 KEY_HEX_DIGITS = 32
 
@@ -36,7 +36,7 @@ class Sampling:
     temperature: float
     top_p: float
     max_tokens: int
-    constraint: str = "none"  # constrained decoding kind (runner.spec.CONSTRAINTS)
+    constraint: str = "none"  # constrained decoding kind (runner.sweep.spec.CONSTRAINTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +92,7 @@ def _key_with(prefix: hashlib._Hash, tail: bytes) -> str:
 
 def framings(spec: Spec) -> tuple[Framing, ...]:
     """The design's framings in plan order: none (if asked), personas, then identities; countries canonical."""
-    from runner.reference import resolve_country
+    from runner.survey.reference import resolve_country
 
     d = spec.design
     out: list[Framing] = []
@@ -138,8 +138,8 @@ def count_cells(spec: Spec) -> int:
 
 def validate_plan(spec: Spec) -> None:
     """Check, without sending anything, that every prompt of the plan renders and the reference exists."""
-    from runner.prompts import validate_cell
-    from runner.reference import load_reference
+    from runner.survey.prompts import validate_cell
+    from runner.survey.reference import load_reference
 
     try:
         load_reference(spec.run.reference)
@@ -181,13 +181,13 @@ def iter_cells(spec: Spec, endpoint: EndpointConfig | None = None) -> Iterator[P
 
 @lru_cache(maxsize=4096)
 def _shuffled(seed: int) -> tuple[int, ...]:
-    from runner.prompts import shuffled_order
+    from runner.survey.prompts import shuffled_order
 
     return shuffled_order(seed)
 
 
 @lru_cache(maxsize=4096)
 def _template_hash(prompt: PromptCell) -> str:
-    from runner.prompts import template_hash
+    from runner.survey.prompts import template_hash
 
     return template_hash(prompt)

@@ -21,7 +21,8 @@ Verdict (``seed``), from ``hot_seed`` and its control:
 - ``ignored``: batched ``hot_seed`` replies differ among themselves;
 - ``inconclusive``: the control did not vary, or too few replies came back.
 
-Requests that fail count as errors and are left out of the shares.
+Requests that fail count as errors and are left out of the shares. Requests go through a ``Transport``
+(``runner.sweep.transport``): the caller's, or an aiohttp one the probe opens and closes itself.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from runner.errors import ProbeError
+from runner.errors import ProbeError, RequestError
+from runner.sweep.providers import ChatRequest, HttpCall, Provider, get_provider
+from runner.sweep.transport import AiohttpTransport, Transport, send
 
 DEFAULT_MESSAGES: tuple[dict[str, str], ...] = (
     {"role": "user", "content": "Write one short sentence about the sea."},
@@ -98,6 +101,7 @@ async def probe_determinism(
     provider_name: str = "openai",
     api_key_env: str | None = None,
     timeout_s: float = 120.0,
+    transport: Transport | None = None,
 ) -> DeterminismProbe:
     """Probe ``base_url`` (e.g. an OpenAI base ending in /v1) with ``5 * repeats`` chat requests to ``model``.
 
@@ -105,12 +109,9 @@ async def probe_determinism(
     transport, one attempt each.
 
     ``api_key_env`` names the environment variable holding the API key (never the key itself).
+    ``transport`` carries the requests (default: an aiohttp transport with ``timeout_s`` per request).
     Raises ``ValueError`` on bad arguments and ``ProbeError`` when every request fails.
     """
-    import aiohttp
-
-    from runner.providers import ChatRequest, get_provider
-
     if repeats < 2:
         raise ValueError(f"repeats: {repeats} must be at least 2 to compare replies")
     if max_tokens < 1:
@@ -138,20 +139,24 @@ async def probe_determinism(
         request = ChatRequest(model, [dict(m) for m in messages], request_seed, temperature, top_p, max_tokens)
         return provider.call(base, key, request)
 
-    timeout = aiohttp.ClientTimeout(total=timeout_s)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
+    own = transport is None
+    wire = AiohttpTransport(5 * repeats, timeout_s) if transport is None else transport
+    try:
         texts: dict[str, list[str | None]] = {name: [] for name, _, _ in plans}
         for name, temperature, seeds in plans[:3]:  # solo: one request at a time, nothing else in flight
-            texts[name].append(await _reply_text(session, provider, call(temperature, seeds[0])))
+            texts[name].append(await _reply_text(wire, provider, call(temperature, seeds[0])))
         batched = [(name, call(temperature, s)) for name, temperature, seeds in plans
                    for s in (seeds if name == "hot_seeds" else seeds[1:])]
         # Other prompts of other lengths in the same batch, as in a sweep; their replies are not compared.
         batched += [("distractor", provider.call(base, key, ChatRequest(
             model, _distractor(messages, i), seed, hot_temperature, top_p, max_tokens))) for i in range(repeats)]
-        replies = await asyncio.gather(*(_reply_text(session, provider, c) for _, c in batched))
+        replies = await asyncio.gather(*(_reply_text(wire, provider, c) for _, c in batched))
         for (name, _), text in zip(batched, replies, strict=True):
             if name in texts:
                 texts[name].append(text)
+    finally:
+        if own:
+            await wire.close()
     conditions = [_condition(name, temperature, seeds, texts[name]) for name, temperature, seeds in plans]
     if all(c.errors == c.requests for c in conditions):
         raise ProbeError(f"determinism probe: all {4 * repeats} requests to {base} failed")
@@ -168,13 +173,10 @@ def _distractor(messages: Sequence[dict[str, str]], i: int) -> list[dict[str, st
     return [*rest, last]
 
 
-async def _reply_text(session: Any, provider: Any, call: Any) -> str | None:
+async def _reply_text(transport: Transport, provider: Provider, call: HttpCall) -> str | None:
     """The reply text, or None when the attempt failed (any classified request error; no retries here)."""
-    from runner.errors import RequestError
-    from runner.transport import send
-
     try:
-        return (await send(session, provider, call)).text
+        return (await send(transport, provider, call)).text
     except RequestError:
         return None
 

@@ -18,12 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import SpecError
+from runner.survey.vocab import CONSTRAINTS, MODES, PROVIDERS, QUESTIONS
 
-PROVIDERS = ("anthropic", "gemini", "openai")
-MODES = ("item", "survey")
 GENDERS = ("female", "male")
-ALL_QUESTIONS = tuple(range(1, 25))
-CONSTRAINTS = ("none", "grammar", "json_schema")  # constrained decoding (runner.constrained); "none": free decoding
 # The reply formats each constraint can produce: the grammar admits one bare digit, the schema one JSON object.
 CONSTRAINT_FORMATS = {"grammar": ("number", "fewshot"), "json_schema": ("json",)}
 CONSTRAINT_PROVIDERS = ("openai",)  # OpenAI-compatible servers take grammar/response_format; others cannot
@@ -79,14 +76,14 @@ class DesignConfig:
     personas: tuple[str, ...] = ()
     identities: Identities | None = None
     no_persona: bool = False  # also ask without framing when personas/identities are given
-    questions: tuple[int, ...] = ALL_QUESTIONS  # item mode: one cell per question; survey: asked together
+    questions: tuple[int, ...] = QUESTIONS  # item mode: one cell per question; survey: asked together
     shuffle_options: bool = False
     reply_formats: tuple[str, ...] = ("number",)
     seeds: tuple[int, ...] = (1,)
     temperature: tuple[float, ...] = (0.0,)
     top_p: tuple[float, ...] = (1.0,)
     max_tokens: tuple[int, ...] = (64,)
-    constraints: tuple[str, ...] = ("none",)  # ``design.constraint``: see CONSTRAINTS
+    constraints: tuple[str, ...] = ("none",)  # ``design.constraint``: one of runner.survey.vocab.CONSTRAINTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +232,7 @@ def _design(v: _Validator, t: Any) -> DesignConfig:
             genders=genders,
             ages=v.many(it, iw, "ages", (25, 45, 65), lambda x: _is_int(x) and 0 < x < 130, "ages in years 1-129"),
         )
-    questions = v.many(t, w, "questions", ALL_QUESTIONS, lambda x: _is_int(x) and 1 <= x <= 24,
+    questions = v.many(t, w, "questions", QUESTIONS, lambda x: _is_int(x) and 1 <= x <= 24,
                        "question numbers 1-24")
     return DesignConfig(
         mode=mode,

@@ -7,12 +7,12 @@ refusals, chatty replies), all reproducible from a seed, and logs every request 
 
 from __future__ import annotations
 
-from runner.sim.config import DEFAULT_LANGUAGE_COUNTRIES, Latency, SimConfig
+from runner.endpoints.sim.config import DEFAULT_LANGUAGE_COUNTRIES, Latency, SimConfig
 from runner.errors import SimConfigError, SimDataError, SimError
-from runner.sim.log import LogEntry, RequestLog, max_in_window
-from runner.sim.respondent import AnswerModel, CountryScores
-from runner.sim.seeding import request_key
-from runner.sim.server import SimProcess, SimServer, SimServerThread, build_sim_app
+from runner.endpoints.sim.log import LogEntry, RequestLog, max_in_window
+from runner.endpoints.sim.respondent import AnswerModel, CountryScores
+from runner.endpoints.sim.seeding import request_key
+from runner.endpoints.sim.server import SimProcess, SimServer, SimServerThread, build_sim_app
 
 __all__ = [
     "DEFAULT_LANGUAGE_COUNTRIES",

@@ -20,15 +20,15 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from runner import __version__
-from runner.cell import PromptCell
-from runner.sim import replies
-from runner.sim.chat_request import BadRequest, ChatRequest, parse_request
-from runner.sim.config import SimConfig
-from runner.sim.faults import Fault, draw_fault, latency_s
-from runner.sim.limits import Refusal, RequestBudget
-from runner.sim.log import LogEntry, RequestLog, max_in_window
-from runner.sim.respondent import AnswerModel
-from runner.sim.seeding import Draws, key_of
+from runner.survey.cell import PromptCell
+from runner.endpoints.sim import replies
+from runner.endpoints.sim.chat_request import BadRequest, ChatRequest, parse_request
+from runner.endpoints.sim.config import SimConfig
+from runner.endpoints.sim.faults import Fault, draw_fault, latency_s
+from runner.endpoints.sim.limits import Refusal, RequestBudget
+from runner.endpoints.sim.log import LogEntry, RequestLog, max_in_window
+from runner.endpoints.sim.respondent import AnswerModel
+from runner.endpoints.sim.seeding import Draws, key_of
 
 JSON = "application/json; charset=utf-8"
 HTML = "text/html; charset=utf-8"

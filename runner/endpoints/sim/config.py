@@ -1,6 +1,6 @@
 """The simulated endpoint's knobs: the generative model, latency, rate limit and fault rates.
 
-Every random choice the server makes is derived from ``SimConfig.seed`` (see ``runner.sim.seeding``), so two
+Every random choice the server makes is derived from ``SimConfig.seed`` (see ``runner.endpoints.sim.seeding``), so two
 servers with the same config answer the same requests the same way.
 """
 

@@ -6,14 +6,14 @@ import math
 from functools import lru_cache
 
 from runner.errors import SimDataError
-from runner.sim.reader import TemplateReader
-from runner.sim.respondent import CountryScores
+from runner.endpoints.sim.reader import TemplateReader
+from runner.endpoints.sim.respondent import CountryScores
 
 
 def load_scores(reference: str) -> CountryScores:
     """Country scores of the named reference set (or CSV path), with the set's alias resolution."""
     from runner.errors import UnknownCountryError, UnknownReferenceError
-    from runner.reference import DIMENSIONS, load_reference
+    from runner.survey.reference import DIMENSIONS, load_reference
 
     try:
         ref = load_reference(reference)

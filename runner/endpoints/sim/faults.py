@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from runner.sim.config import SimConfig
-from runner.sim.seeding import Draws
+from runner.endpoints.sim.config import SimConfig
+from runner.endpoints.sim.seeding import Draws
 
 FaultKind = Literal["none", "server_error", "malformed", "hang"]
 

@@ -26,7 +26,7 @@ class LogEntry:
     status: int  # HTTP status sent (0 when the client went away before an answer)
     # ok | chatty | refusal | rate_limited | server_error | malformed | hang | bad_request | unknown_prompt | cancelled
     outcome: str
-    request_key: str  # runner.sim.seeding.request_key of the body ("" when the body was unreadable)
+    request_key: str  # runner.endpoints.sim.seeding.request_key of the body ("" when the body was unreadable)
     attempt: int  # how many times this request_key had arrived before (0 = first)
     seed: int | None
     temperature: float | None

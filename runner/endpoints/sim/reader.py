@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
 
-from runner.cell import CANONICAL_ORDER, Framing, PromptCell
+from runner.survey.cell import CANONICAL_ORDER, Framing, PromptCell
 
 Messages = tuple[tuple[str, str], ...]
 
@@ -23,9 +23,9 @@ class TemplateReader:
     """Reads prompts worded with hofcat's instrument and prompt templates, in any of ``languages``."""
 
     def __init__(self, languages: Iterable[str] | None = None) -> None:
-        from runner.instrument import languages as instrument_languages
-        from runner.instrument import load_instrument
-        from runner.prompts import load_templates
+        from runner.survey.instrument import languages as instrument_languages
+        from runner.survey.instrument import load_instrument
+        from runner.survey.prompts import load_templates
 
         self._system: dict[str, tuple[str, str, str]] = {}  # instruction text → (language, mode, format)
         self._lines: dict[str, tuple[str, int]] = {}  # question line → (language, question)

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Protocol
 
-from runner.dimensions import DIMENSIONS
-from runner.scoring import FORMULAS
+from runner.survey.dimensions import DIMENSIONS
+from runner.score.indices import FORMULAS
 from runner.errors import SimConfigError
+from runner.survey.vocab import QUESTIONS
 
 # dimension → ((question, signed coefficient), …) from the official formulas: the + and − question of the
 # first pair, then of the second pair.
@@ -46,7 +47,7 @@ Scores = Mapping[str, Mapping[str, float | None]]
 
 
 class UniformSource(Protocol):
-    """Anything with ``random() -> float`` in [0, 1) (``runner.sim.seeding.Draws``, ``random.Random``)."""
+    """Anything with ``random() -> float`` in [0, 1) (``runner.endpoints.sim.seeding.Draws``, ``random.Random``)."""
 
     def random(self) -> float:
         """One uniform draw."""
@@ -169,7 +170,7 @@ class AnswerModel:
             name = None if country is None else self.scores.lookup(country)
             cached = self._thetas.get(name) if name != country else None
             if cached is None:
-                cached = tuple(_solve_theta(self.target_mean(name, q), self.spread) for q in range(1, 25))
+                cached = tuple(_solve_theta(self.target_mean(name, q), self.spread) for q in QUESTIONS)
             self._thetas[country] = self._thetas[name] = cached
         return cached
 

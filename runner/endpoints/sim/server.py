@@ -21,15 +21,15 @@ from typing import Any
 
 from aiohttp import web
 
-from runner.sim.app import PromptReader, SimApp
-from runner.sim.config import SimConfig
-from runner.sim.log import RequestLog
-from runner.sim.respondent import AnswerModel, Scores
+from runner.endpoints.sim.app import PromptReader, SimApp
+from runner.endpoints.sim.config import SimConfig
+from runner.endpoints.sim.log import RequestLog
+from runner.endpoints.sim.respondent import AnswerModel, Scores
 
 
 def build_sim_app(config: SimConfig, scores: Scores | None = None, reader: PromptReader | None = None) -> SimApp:
     """A SimApp whose scores and prompt reader come from hofcat's data unless given."""
-    from runner.sim.data import load_reader, load_scores
+    from runner.endpoints.sim.data import load_reader, load_scores
 
     model = AnswerModel(load_scores(config.reference) if scores is None else scores,
                         signal=config.signal, spread=config.spread)

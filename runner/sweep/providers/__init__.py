@@ -26,7 +26,7 @@ class ChatRequest:
     top_p: float
     max_tokens: int
     messages_json: str | None = None  # ``messages`` as compact JSON, when the caller already has it
-    constraint: str = "none"  # constrained decoding kind (runner.constrained); only OpenAI-compatible APIs take it
+    constraint: str = "none"  # constrained decoding kind (runner.survey.constrained); only OpenAI-compatible APIs take it
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +69,7 @@ class Provider(Protocol):
 
 def get_provider(name: str) -> Provider:
     """The provider mapping called ``name`` (openai, anthropic, gemini)."""
-    from runner.providers import anthropic, gemini, openai
+    from runner.sweep.providers import anthropic, gemini, openai
 
     return {"openai": openai.PROVIDER, "anthropic": anthropic.PROVIDER, "gemini": gemini.PROVIDER}[name]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runner.providers import ChatRequest, HttpCall, Reply, json_headers, shape_error, system_text, text_reply
+from runner.sweep.providers import ChatRequest, HttpCall, Reply, json_headers, shape_error, system_text, text_reply
 
 API_VERSION = "2023-06-01"
 

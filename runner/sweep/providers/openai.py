@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from runner.constrained import constrained_request_fields
-from runner.providers import ChatRequest, HttpCall, Reply, json_headers, shape_error, text_reply
+from runner.survey.constrained import constrained_request_fields
+from runner.sweep.providers import ChatRequest, HttpCall, Reply, json_headers, shape_error, text_reply
 
 
 class OpenAIProvider:

@@ -1,0 +1,87 @@
+"""hofcat's Python API: the same stages as the ``hofcat`` command, as functions (re-exported by ``runner``).
+
+Every blocking function has an awaitable twin (``*_async``) for code that already runs an event loop, such
+as a Jupyter cell: the sweep runs on the caller's loop; analysis and report, which are CPU work, run in a
+worker thread so the loop stays responsive. The blocking sweep raises ``UsageError`` inside a running loop
+instead of starting a second one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from runner.analyze import run as _analysis
+from runner.analyze.load import load_answers
+from runner.analyze.run import AnalysisOptions
+from runner.parse.stage import reparse
+from runner.report import html as _report
+from runner.sweep import session as _session
+from runner.sweep.accounting import plan_summary, run_status
+from runner.sweep.spec import Spec, load_spec, parse_spec
+
+__all__ = ["analyze_run", "analyze_run_async", "load_spec", "parse_spec", "plan_sweep", "read_table", "render_report",
+           "render_report_async", "reparse", "run_status", "run_sweep", "run_sweep_async"]
+
+
+def plan_sweep(spec: Spec | str | Path) -> dict[str, Any]:
+    """Cells per factor, total cells, estimated input tokens, output-token bound and cost per endpoint.
+
+    ``spec``: a ``Spec`` or the path of a TOML spec. Sends nothing.
+    """
+    return plan_summary(_spec(spec))
+
+
+def run_sweep(spec: Spec | str | Path, out: str | Path, *, retry_failed: bool = False,
+              live: bool | None = False) -> _session.RunResult:
+    """Run (or resume) a sweep into run directory ``out``; a ``RunResult`` (stored, failed, interrupted, ...).
+
+    Blocks until the sweep ends; in a running event loop use ``await run_sweep_async(...)``.
+    """
+    return _session.run_sweep(_spec(spec), out, retry_failed=retry_failed, live=live)
+
+
+async def run_sweep_async(spec: Spec | str | Path, out: str | Path, *, retry_failed: bool = False,
+                          live: bool | None = False) -> _session.RunResult:
+    """``run_sweep`` on the caller's event loop (no signal handlers: cancel the task to stop it)."""
+    return await _session.run_sweep_async(_spec(spec), out, retry_failed=retry_failed, live=live)
+
+
+def analyze_run(run_dir: str | Path, options: AnalysisOptions | None = None, **choices: Any) -> Path:
+    """Analyse a run directory (``AnalysisOptions``, or its fields as keywords); the ``analysis`` folder."""
+    if options is not None and choices:
+        raise TypeError("analyze_run: give either options or keyword choices, not both")
+    return _analysis.analyze_run(run_dir, options or AnalysisOptions(**choices))
+
+
+async def analyze_run_async(run_dir: str | Path, options: AnalysisOptions | None = None, **choices: Any) -> Path:
+    """``analyze_run`` in a worker thread, awaitable from a running event loop."""
+    return await asyncio.to_thread(analyze_run, run_dir, options, **choices)
+
+
+def render_report(run_dir: str | Path) -> Path:
+    """Write the run's self-contained HTML report from its analysis; the path of ``index.html``."""
+    return _report.render_report(run_dir)
+
+
+async def render_report_async(run_dir: str | Path) -> Path:
+    """``render_report`` in a worker thread, awaitable from a running event loop."""
+    return await asyncio.to_thread(render_report, run_dir)
+
+
+def read_table(run_dir: str | Path) -> pl.DataFrame:
+    """The run's tidy table: one row per parsed answer, joined with its cell's design factors.
+
+    Columns: ``cell_key``, ``question``, ``option_id`` (null unless ``status`` is ok), ``status``, the
+    factors (endpoint, model, language, mode, framing, country, age, gender, reply_format, seed,
+    temperature, top_p, max_tokens, constraint) and ``shuffled``. For a no-persona cell ``country`` is its
+    language's country and ``language`` reads ``native`` (the convention the analysis uses).
+    """
+    return load_answers(run_dir, keep_keys=True).collect()
+
+
+def _spec(spec: Spec | str | Path) -> Spec:
+    return spec if isinstance(spec, Spec) else load_spec(spec)

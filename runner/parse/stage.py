@@ -1,0 +1,68 @@
+"""The parse stage: responses part N → answers part N, through the run directory's writer.
+
+``update_answers`` parses the responses parts that have no answers part yet (after each flush of a sweep,
+after a crash between the two commits, before an analysis). ``reparse`` rewrites every answers part that
+an older parser wrote, so a parser fix reaches stored runs without re-sending anything. Both commit each
+part atomically: a crash leaves every part either as it was or rewritten whole, and running again finishes
+the job. Responses are only ever read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from runner.parse.answers import CELL_COLUMNS, CURRENT, Parser, answers_table
+from runner.rundir.reader import answers_parser_version, part_pairs
+from runner.rundir.writer import RunWriter, now_iso
+
+__all__ = ["ReparseResult", "parse_part", "reparse", "update_answers"]
+
+
+def parse_part(writer: RunWriter, n: int, parser: Parser = CURRENT) -> None:
+    """Parse responses part ``n`` of the writer's run and commit it as answers part ``n``."""
+    responses = pq.read_table(writer.layout.part("responses", n), columns=list(CELL_COLUMNS))
+    writer.commit("answers", n, answers_table(responses, parser))
+
+
+def update_answers(writer: RunWriter, parser: Parser = CURRENT) -> int:
+    """Parse every responses part that has no answers part yet; the number of parts parsed."""
+    missing = [pair.n for pair in part_pairs(writer.layout) if pair.answers is None]
+    for n in missing:
+        parse_part(writer, n, parser)
+    return len(missing)
+
+
+@dataclass(frozen=True, slots=True)
+class ReparseResult:
+    """What a re-parse did: parts rewritten, parts already current, and the parser version they now carry."""
+
+    rewritten: int
+    current: int
+    parser_version: str
+    previous_versions: tuple[str, ...]  # versions found on the rewritten parts ("missing" for absent parts)
+
+
+def reparse(run_dir: str | Path, parser: Parser = CURRENT) -> ReparseResult:
+    """Rewrite every answers part of ``run_dir`` not written by ``parser`` (missing ones too); record it.
+
+    Idempotent: a second call finds every part current and changes nothing, the manifest included.
+    """
+    with RunWriter.attach(run_dir) as writer:
+        stale: dict[int, str] = {}
+        for pair in part_pairs(writer.layout):
+            version = "missing" if pair.answers is None else answers_parser_version(pair.answers) or "unknown"
+            if version != parser.version:
+                stale[pair.n] = version
+        for n in stale:
+            parse_part(writer, n, parser)
+        total = len(part_pairs(writer.layout))
+        if stale and writer.manifest is not None:
+            writer.manifest.setdefault("reparses", []).append({
+                "at": now_iso(), "parser_version": parser.version, "parts": len(stale),
+                "previous_versions": sorted(set(stale.values()))})
+            writer.manifest["parser_version"] = parser.version
+            writer.write_manifest()
+        return ReparseResult(len(stale), total - len(stale), parser.version, tuple(sorted(set(stale.values()))))

@@ -1,0 +1,108 @@
+"""The rows of a run directory's datasets: one dataclass per row type, its Arrow schema derived from it.
+
+Each field names its Arrow type in ``metadata["arrow"]``, so a row is built by keyword and a column can
+never land in another column's place. ``table(rows, Row)`` turns buffered rows into an Arrow table column
+by column (no intermediate dicts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
+from typing import Any
+
+import pyarrow as pa
+
+__all__ = ["ANSWER_SCHEMA", "PROMPT_SCHEMA", "RESPONSE_SCHEMA", "AnswerRow", "PromptRow", "ResponseRow",
+           "schema_of", "table"]
+
+_TS = pa.timestamp("us", tz="UTC")
+
+
+def _col(arrow_type: pa.DataType) -> Any:
+    """A dataclass field stored as an Arrow column of ``arrow_type``."""
+    return field(metadata={"arrow": arrow_type})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResponseRow:
+    """One cell's outcome: its design factors, the request, the reply (or the error), timings.
+
+    Rows with an error go to ``failures``, the others to ``responses``; both datasets share this schema.
+    """
+
+    cell_key: str = _col(pa.string())
+    endpoint: str = _col(pa.string())
+    provider: str = _col(pa.string())
+    model: str = _col(pa.string())
+    language: str = _col(pa.string())
+    mode: str = _col(pa.string())
+    questions: tuple[int, ...] = _col(pa.list_(pa.int16()))
+    question: int | None = _col(pa.int16())  # the single question in item mode, null in survey mode
+    framing: str = _col(pa.string())
+    country: str | None = _col(pa.string())
+    age: int | None = _col(pa.int16())
+    gender: str | None = _col(pa.string())
+    option_order: tuple[int, ...] = _col(pa.list_(pa.int16()))
+    reply_format: str = _col(pa.string())
+    template_hash: str = _col(pa.string())
+    prompt_hash: str = _col(pa.string())
+    shuffle_seed: int | None = _col(pa.int64())
+    seed: int | None = _col(pa.int64())
+    temperature: float = _col(pa.float64())
+    top_p: float = _col(pa.float64())
+    max_tokens: int = _col(pa.int32())
+    constraint: str = _col(pa.string())  # constrained decoding: none, grammar, json_schema
+    response_text: str | None = _col(pa.string())
+    finish_reason: str | None = _col(pa.string())
+    input_tokens: int | None = _col(pa.int64())
+    output_tokens: int | None = _col(pa.int64())
+    latency_s: float | None = _col(pa.float64())
+    attempts: int = _col(pa.int32())
+    http_status: int | None = _col(pa.int16())
+    error_class: str | None = _col(pa.string())
+    error_message: str | None = _col(pa.string())
+    started_at: int = _col(_TS)  # µs since the Unix epoch
+    finished_at: int = _col(_TS)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnswerRow:
+    """The parser's reading of one question of one stored reply."""
+
+    cell_key: str = _col(pa.string())
+    question: int = _col(pa.int16())
+    option_id: int | None = _col(pa.int16())  # 1-5, null unless status is "ok"
+    status: str = _col(pa.string())  # ok | refusal | no_answer | ambiguous | out_of_range | invalid_format
+    hedged: bool = _col(pa.bool_())
+    displayed: int | None = _col(pa.int16())  # position (1-5) the chosen option had in the prompt
+    parser_version: str = _col(pa.string())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromptRow:
+    """The exact messages of one prompt, stored once per run."""
+
+    prompt_hash: str = _col(pa.string())  # 16 hex digits of SHA-256 of messages_json
+    messages_json: str = _col(pa.string())
+
+
+def schema_of(row_type: type) -> pa.Schema:
+    """The Arrow schema of a row dataclass, fields in declaration order."""
+    return pa.schema([(f.name, f.metadata["arrow"]) for f in fields(row_type)])
+
+
+RESPONSE_SCHEMA = schema_of(ResponseRow)
+ANSWER_SCHEMA = schema_of(AnswerRow)
+PROMPT_SCHEMA = schema_of(PromptRow)
+
+
+def table(rows: Sequence[Any], row_type: type, metadata: dict[str, str] | None = None) -> pa.Table:
+    """``rows`` (instances of ``row_type``) as an Arrow table with the row type's schema and ``metadata``."""
+    schema = schema_of(row_type)
+    if metadata:
+        schema = schema.with_metadata(metadata)
+    arrays = [pa.array([get(r) for r in rows], type=f.type)
+              for get, f in ((attrgetter(f.name), f) for f in schema)]
+    return pa.Table.from_arrays(arrays, schema=schema)
