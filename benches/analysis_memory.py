@@ -19,7 +19,6 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -35,30 +34,56 @@ def write_run(root: Path, answers: int, *, parts: int = 10, seed: int = 0) -> in
     rng = np.random.default_rng(seed)
     cells_per_seed = len(TEMPERATURES) * len(TOP_PS) * len(COUNTRIES) * 24
     seeds = max(1, round(answers / cells_per_seed))
-    t, p, k, s, q = (a.ravel() for a in np.meshgrid(np.arange(len(TEMPERATURES)), np.arange(len(TOP_PS)),
-                                                     np.arange(len(COUNTRIES)), np.arange(1, seeds + 1),
-                                                     np.arange(1, 25), indexing="ij"))
+    t, p, k, s, q = (
+        a.ravel()
+        for a in np.meshgrid(
+            np.arange(len(TEMPERATURES)),
+            np.arange(len(TOP_PS)),
+            np.arange(len(COUNTRIES)),
+            np.arange(1, seeds + 1),
+            np.arange(1, 25),
+            indexing="ij",
+        )
+    )
     n = t.size
     tilt = rng.uniform(-1.2, 1.2, size=(len(COUNTRIES), 24))
     noise = rng.normal(0, 0.4 + np.array(TEMPERATURES)[t], size=n)
     option = np.clip(np.rint(3 + tilt[k, q - 1] + noise), 1, 5).astype(np.int16)
     refused = rng.random(n) < 0.03
     keys = np.char.add("c", np.arange(n).astype(str))
-    responses = pl.DataFrame({
-        "cell_key": keys, "endpoint": "bench", "provider": "openai", "model": "bench-1", "language": "en",
-        "mode": "item", "question": q.astype(np.int16), "framing": "persona",
-        "country": np.array(COUNTRIES)[k], "age": pl.Series([None] * n, dtype=pl.Int16),
-        "gender": pl.Series([None] * n, dtype=pl.String), "option_order": [[1, 2, 3, 4, 5]] * n,
-        "reply_format": "number", "seed": s.astype(np.int64), "temperature": np.array(TEMPERATURES)[t],
-        "top_p": np.array(TOP_PS)[p], "max_tokens": np.full(n, 16, dtype=np.int32),
-        "response_text": np.where(refused, "As an AI, I do not have personal preferences.", option.astype(str)),
-    })
-    answers_frame = pl.DataFrame({
-        "cell_key": keys, "question": q.astype(np.int16),
-        "option_id": pl.Series(np.where(refused, 0, option)).cast(pl.Int16).replace(0, None),
-        "status": np.where(refused, "refusal", "ok"), "hedged": np.zeros(n, dtype=bool),
-        "displayed": pl.Series(option).cast(pl.Int16), "parser_version": "bench",
-    })
+    responses = pl.DataFrame(
+        {
+            "cell_key": keys,
+            "endpoint": "bench",
+            "provider": "openai",
+            "model": "bench-1",
+            "language": "en",
+            "mode": "item",
+            "question": q.astype(np.int16),
+            "framing": "persona",
+            "country": np.array(COUNTRIES)[k],
+            "age": pl.Series([None] * n, dtype=pl.Int16),
+            "gender": pl.Series([None] * n, dtype=pl.String),
+            "option_order": [[1, 2, 3, 4, 5]] * n,
+            "reply_format": "number",
+            "seed": s.astype(np.int64),
+            "temperature": np.array(TEMPERATURES)[t],
+            "top_p": np.array(TOP_PS)[p],
+            "max_tokens": np.full(n, 16, dtype=np.int32),
+            "response_text": np.where(refused, "As an AI, I do not have personal preferences.", option.astype(str)),
+        }
+    )
+    answers_frame = pl.DataFrame(
+        {
+            "cell_key": keys,
+            "question": q.astype(np.int16),
+            "option_id": pl.Series(np.where(refused, 0, option)).cast(pl.Int16).replace(0, None),
+            "status": np.where(refused, "refusal", "ok"),
+            "hedged": np.zeros(n, dtype=bool),
+            "displayed": pl.Series(option).cast(pl.Int16),
+            "parser_version": "bench",
+        }
+    )
     for name, frame in (("responses", responses), ("answers", answers_frame)):
         (root / name).mkdir(parents=True, exist_ok=True)
         for i, chunk in enumerate(frame.iter_slices(-(-n // parts)), start=1):
@@ -93,8 +118,13 @@ print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrs
 
 def child(code: str, run: Path) -> list[float]:
     """Run ``code`` in a fresh interpreter; its printed numbers (seconds, peak RSS in KiB, …)."""
-    out = subprocess.run([sys.executable, "-c", code, str(run)], check=True, capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parent.parent)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(run)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     return [float(x) for x in out.stdout.split()]
 
 
@@ -105,16 +135,27 @@ def check(run: Path) -> float:
     from runner.survey.reference import load_reference
 
     a = pl.read_parquet(run / "answers" / "*.parquet").join(
-        pl.read_parquet(run / "responses" / "*.parquet").drop("question"), on="cell_key")
-    means = (a.filter(pl.col("status") == "ok").group_by("temperature", "top_p", "country", "question")
-             .agg(pl.col("option_id").cast(pl.Float64).mean()))
+        pl.read_parquet(run / "responses" / "*.parquet").drop("question"), on="cell_key"
+    )
+    means = (
+        a.filter(pl.col("status") == "ok")
+        .group_by("temperature", "top_p", "country", "question")
+        .agg(pl.col("option_id").cast(pl.Float64).mean())
+    )
     cat = pl.read_parquet(run / "analysis" / "cat.parquet")
     reference = load_reference("hofstede-2015")
     worst = 0.0
     for row in cat.iter_rows(named=True):
         sub = means.filter((pl.col("temperature") == row["temperature"]) & (pl.col("top_p") == row["top_p"]))
-        block = np.array([[sub.filter((pl.col("country") == c) & (pl.col("question") == qq))["option_id"][0]
-                           for qq in range(1, 25)] for c in row["countries"]])
+        block = np.array(
+            [
+                [
+                    sub.filter((pl.col("country") == c) & (pl.col("question") == qq))["option_id"][0]
+                    for qq in range(1, 25)
+                ]
+                for c in row["countries"]
+            ]
+        )
         table = MeansTable(("g",), (tuple(row["countries"]),), (block,), (block,), (block,), "bench")
         expected = score_means(table, reference)["groups"][0]["cat_score"]
         worst = max(worst, abs(expected - row["cat_score"]))

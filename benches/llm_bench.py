@@ -34,8 +34,8 @@ from typing import Any
 
 import aiohttp
 
-from runner.survey.constrained import constrained_request_fields
 from runner.endpoints.llm import LocalLLM
+from runner.survey.constrained import constrained_request_fields
 
 DEMO_PERSONAS = ("China", "Germany", "Japan", "U.S.A.")
 
@@ -74,9 +74,15 @@ def request_body(cell: Any, extra: dict[str, Any]) -> dict[str, Any]:
     """The chat body hofcat's OpenAI provider sends for ``cell``, plus ``extra`` fields."""
     from runner.sweep.execute import _rendered
 
-    return {"model": cell.endpoint.model, "messages": _rendered(cell.prompt)[0],
-            "temperature": cell.sampling.temperature, "top_p": cell.sampling.top_p,
-            "max_tokens": cell.sampling.max_tokens, "seed": cell.sampling.seed, **extra}
+    return {
+        "model": cell.endpoint.model,
+        "messages": _rendered(cell.prompt)[0],
+        "temperature": cell.sampling.temperature,
+        "top_p": cell.sampling.top_p,
+        "max_tokens": cell.sampling.max_tokens,
+        "seed": cell.sampling.seed,
+        **extra,
+    }
 
 
 async def plain_loop(url: str, bodies: list[bytes], concurrency: int) -> list[str]:
@@ -86,6 +92,7 @@ async def plain_loop(url: str, bodies: list[bytes], concurrency: int) -> list[st
     headers = {"Content-Type": "application/json"}
     timeout = aiohttp.ClientTimeout(total=600)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency), timeout=timeout) as session:
+
         async def worker() -> None:
             for i in next_index:
                 async with session.post(url, data=bodies[i], headers=headers) as response:
@@ -127,11 +134,20 @@ def throughput(seeds: int, concurrency: int, rounds: int) -> dict[str, Any]:
             agree.append(sum(by_key[c.key] == t for c, t in zip(plan, texts, strict=True)) / len(plan))
     n = len(plan)
     best_plain, best_hofcat = min(plain_s), min(hofcat_s)
-    return {"requests": n, "concurrency": concurrency, "slots": 4, "max_tokens": 8, "rounds": rounds,
-            "plain_req_per_s": n / best_plain, "hofcat_req_per_s": n / best_hofcat,
-            "ratio_hofcat_over_plain": best_plain / best_hofcat,
-            "plain_s": [round(s, 2) for s in plain_s], "hofcat_s": [round(s, 2) for s in hofcat_s],
-            "same_text_share": agree, "load_avg_1min": os.getloadavg()[0]}
+    return {
+        "requests": n,
+        "concurrency": concurrency,
+        "slots": 4,
+        "max_tokens": 8,
+        "rounds": rounds,
+        "plain_req_per_s": n / best_plain,
+        "hofcat_req_per_s": n / best_hofcat,
+        "ratio_hofcat_over_plain": best_plain / best_hofcat,
+        "plain_s": [round(s, 2) for s in plain_s],
+        "hofcat_s": [round(s, 2) for s in hofcat_s],
+        "same_text_share": agree,
+        "load_avg_1min": os.getloadavg()[0],
+    }
 
 
 FORMATS: tuple[tuple[str, str | None, int], ...] = (
@@ -159,11 +175,19 @@ def formats(seeds: int, concurrency: int) -> list[dict[str, Any]]:
             texts = asyncio.run(plain_loop(url, bodies, concurrency))
             elapsed = time.perf_counter() - t0
             statuses = Counter(parse_reply(t, c.prompt).answers[0].status for t, c in zip(texts, plan, strict=True))
-            rows.append({"reply_format": reply_format, "constraint": constraint or "none", "max_tokens": max_tokens,
-                         "requests": len(plan), "seconds": round(elapsed, 1),
-                         "req_per_s": round(len(plan) / elapsed, 2),
-                         "parse_rate": round(statuses["ok"] / len(plan), 3), "statuses": dict(statuses),
-                         "load_avg_1min": os.getloadavg()[0]})
+            rows.append(
+                {
+                    "reply_format": reply_format,
+                    "constraint": constraint or "none",
+                    "max_tokens": max_tokens,
+                    "requests": len(plan),
+                    "seconds": round(elapsed, 1),
+                    "req_per_s": round(len(plan) / elapsed, 2),
+                    "parse_rate": round(statuses["ok"] / len(plan), 3),
+                    "statuses": dict(statuses),
+                    "load_avg_1min": os.getloadavg()[0],
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -179,8 +203,12 @@ def startup(repeats: int) -> dict[str, Any]:
             texts = asyncio.run(plain_loop(f"{llm.base_url}/chat/completions", [body], 1))
             first.append(time.perf_counter() - t0)
             assert texts[0]
-    return {"repeats": repeats, "healthy_s": [round(s, 2) for s in healthy],
-            "first_reply_s": [round(s, 2) for s in first], "load_avg_1min": os.getloadavg()[0]}
+    return {
+        "repeats": repeats,
+        "healthy_s": [round(s, 2) for s in healthy],
+        "first_reply_s": [round(s, 2) for s in first],
+        "load_avg_1min": os.getloadavg()[0],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,8 +14,8 @@ import re
 import time
 from pathlib import Path
 
-from runner.survey.cell import PromptCell
 from runner.parse import PARSER_VERSION, parse_reply
+from runner.survey.cell import PromptCell
 
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "tests" / "data" / "parse_corpus"
 _NAIVE = re.compile(r"[1-5]")
@@ -28,8 +28,13 @@ def load() -> list[tuple[str, PromptCell, list]]:
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 row = json.loads(line)
-                cell = PromptCell(row["language"], row["mode"], tuple(row["questions"]),
-                                  option_order=tuple(row["option_order"]), reply_format=row["reply_format"])
+                cell = PromptCell(
+                    row["language"],
+                    row["mode"],
+                    tuple(row["questions"]),
+                    option_order=tuple(row["option_order"]),
+                    reply_format=row["reply_format"],
+                )
                 rows.append((row["text"], cell, row["expected"]))
     return rows
 
@@ -77,8 +82,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     items = [row for row in rows if row[1].mode == "item"]
     surveys = [row for row in rows if row[1].mode == "survey"]
     terse = [row for row in items if len(row[0]) <= 12]
-    naive_correct = sum(naive(t, c) is not None and c.option_order[naive(t, c) - 1] == e[0][1]
-                        for t, c, e in items)
+    naive_correct = sum(naive(t, c) is not None and c.option_order[naive(t, c) - 1] == e[0][1] for t, c, e in items)
     parser_correct = len(items)  # checked above
     result = {
         "item_replies_per_s": rate(parse_reply, items, args.seconds),
@@ -87,8 +91,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         "naive_item_replies_per_s": rate(naive, items, args.seconds),
     }
     result["naive_over_parser"] = result["naive_item_replies_per_s"] / result["item_replies_per_s"]
-    print(f"parser {PARSER_VERSION} on {platform.python_implementation()} {platform.python_version()}, "
-          f"{platform.machine()}; corpus: {len(items)} item replies ({len(terse)} terse), {len(surveys)} surveys")
+    print(
+        f"parser {PARSER_VERSION} on {platform.python_implementation()} {platform.python_version()}, "
+        f"{platform.machine()}; corpus: {len(items)} item replies ({len(terse)} terse), {len(surveys)} surveys"
+    )
     print(f"correct: parser {parser_correct}/{len(items)} item replies, naive regex {naive_correct}/{len(items)}")
     for key, value in result.items():
         print(f"{key:>26}: {value:,.1f}")

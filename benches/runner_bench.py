@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import resource
 import shutil
 import subprocess
 import sys
@@ -30,8 +29,8 @@ from pathlib import Path
 
 import aiohttp
 
-from runner.survey.prompts import load_templates
 from runner.endpoints.sim import SimProcess
+from runner.survey.prompts import load_templates
 
 
 def spec_text(base_url: str, cells: int, concurrency: int) -> str:
@@ -63,6 +62,7 @@ async def plain_loop(url: str, bodies: list[bytes], concurrency: int) -> list[st
     next_index = iter(range(len(bodies)))
     headers = {"Content-Type": "application/json"}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
+
         async def worker() -> None:
             for i in next_index:
                 async with session.post(url, data=bodies[i], headers=headers) as response:
@@ -74,25 +74,36 @@ async def plain_loop(url: str, bodies: list[bytes], concurrency: int) -> list[st
 
 def throughput(cells: int, concurrency: int, rounds: int = 3) -> dict[str, float]:
     """Cells per second (median of ``rounds``) of the plain loop and of hofcat on the same requests, same server."""
+    from runner.rundir import read_dataset
     from runner.sweep.execute import _rendered
     from runner.sweep.plan import iter_cells
-    from runner.sweep.spec import parse_spec
-    from runner.rundir import read_dataset
     from runner.sweep.session import run_sweep
+    from runner.sweep.spec import parse_spec
 
     with SimProcess(["--seed", "1"]) as sim:
         _separate_cores(sim)
         spec = parse_spec(spec_text(sim.base_url, cells, concurrency))
         plan = list(iter_cells(spec))
-        bodies = [json.dumps({"model": "sim-1", "messages": _rendered(c.prompt)[0], "temperature": c.sampling.temperature,
-                              "top_p": c.sampling.top_p, "max_tokens": c.sampling.max_tokens,
-                              "seed": c.sampling.seed}).encode() for c in plan]
+        bodies = [
+            json.dumps(
+                {
+                    "model": "sim-1",
+                    "messages": _rendered(c.prompt)[0],
+                    "temperature": c.sampling.temperature,
+                    "top_p": c.sampling.top_p,
+                    "max_tokens": c.sampling.max_tokens,
+                    "seed": c.sampling.seed,
+                }
+            ).encode()
+            for c in plan
+        ]
         url = f"{sim.base_url}/chat/completions"
         texts = asyncio.run(plain_loop(url, bodies, concurrency))  # warm-up (server caches, connections)
         assert all(texts) and len(texts) == len(plan)
         with tempfile.TemporaryDirectory(prefix="hofcat-bench-") as warm:  # warm-up: hofcat's first imports
-            run_sweep(parse_spec(spec_text(sim.base_url, 500, concurrency)), Path(warm) / "run", live=False,
-                      log_every_s=3600)
+            run_sweep(
+                parse_spec(spec_text(sim.base_url, 500, concurrency)), Path(warm) / "run", live=False, log_every_s=3600
+            )
         plain, hofcat = [], []
         for _ in range(rounds):  # alternate, so drifting machine load hits both alike
             t0, c0 = time.perf_counter(), time.process_time()
@@ -113,10 +124,17 @@ def throughput(cells: int, concurrency: int, rounds: int = 3) -> dict[str, float
     plain_s, plain_cpu = (sorted(x)[len(x) // 2] for x in zip(*plain, strict=True))
     hofcat_s, hofcat_cpu = (sorted(x)[len(x) // 2] for x in zip(*hofcat, strict=True))
     n = len(plan)
-    return {"cells": n, "concurrency": concurrency, "rounds": rounds, "plain_cells_per_s": n / plain_s,
-            "hofcat_cells_per_s": n / hofcat_s, "ratio": plain_s / hofcat_s,
-            "plain_cells_per_cpu_s": n / plain_cpu, "hofcat_cells_per_cpu_s": n / hofcat_cpu,
-            "cpu_ratio": plain_cpu / hofcat_cpu}
+    return {
+        "cells": n,
+        "concurrency": concurrency,
+        "rounds": rounds,
+        "plain_cells_per_s": n / plain_s,
+        "hofcat_cells_per_s": n / hofcat_s,
+        "ratio": plain_s / hofcat_s,
+        "plain_cells_per_cpu_s": n / plain_cpu,
+        "hofcat_cells_per_cpu_s": n / hofcat_cpu,
+        "cpu_ratio": plain_cpu / hofcat_cpu,
+    }
 
 
 def _separate_cores(sim: SimProcess) -> None:
@@ -131,16 +149,22 @@ def _separate_cores(sim: SimProcess) -> None:
 
 def memory(cells: int, concurrency: int = 64) -> dict[str, float]:
     """Peak RSS (MB) of a ``hofcat run`` child process sweeping ``cells`` cells at zero latency."""
-    child = ("import resource, sys; from runner.cli import main; code = main(sys.argv[1:]); "
-             "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(code)")
+    child = (
+        "import resource, sys; from runner.cli import main; code = main(sys.argv[1:]); "
+        "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(code)"
+    )
     with SimProcess(["--seed", "1"]) as sim, tempfile.TemporaryDirectory(prefix="hofcat-bench-") as tmp:
         spec = Path(tmp) / "spec.toml"
         spec.write_text(spec_text(sim.base_url, cells, concurrency))
         t0 = time.perf_counter()
-        process = subprocess.Popen([sys.executable, "-c", child, "run", str(spec), "--out", f"{tmp}/run",
-                                    "--log-every", "3600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(
+            [sys.executable, "-c", child, "run", str(spec), "--out", f"{tmp}/run", "--log-every", "3600"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         samples = _rss_samples(process)
-        stdout, stderr = process.communicate()
+        _stdout, stderr = process.communicate()
         assert process.returncode == 0, stderr
         elapsed = time.perf_counter() - t0
         from runner.sweep.accounting import run_status
@@ -149,8 +173,12 @@ def memory(cells: int, concurrency: int = 64) -> dict[str, float]:
     assert status["done"] == status["planned"] and status["remaining"] == 0 and status["failed"] == 0
     peak_kb = int(stderr.split("PEAK_RSS_KB")[1].split()[0])
     quarters = [samples[min(len(samples) - 1, len(samples) * q // 4)] for q in (1, 2, 3)] if samples else []
-    return {"cells": status["planned"], "peak_rss_mb": peak_kb / 1024, "seconds": elapsed,
-            "rss_mb_at_quarter_half_three_quarters_of_the_time": [round(q, 1) for q in quarters]}
+    return {
+        "cells": status["planned"],
+        "peak_rss_mb": peak_kb / 1024,
+        "seconds": elapsed,
+        "rss_mb_at_quarter_half_three_quarters_of_the_time": [round(q, 1) for q in quarters],
+    }
 
 
 def _rss_samples(process: subprocess.Popen, every_s: float = 0.5) -> list[float]:

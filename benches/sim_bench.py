@@ -25,12 +25,15 @@ from typing import Any
 import aiohttp
 import psutil
 
+from runner.endpoints.sim import SimProcess
 from runner.survey.cell import Framing, PromptCell
 from runner.survey.prompts import build_messages, load_templates
-from runner.endpoints.sim import SimProcess
 
 FIXED_REPLY = {
-    "id": "chatcmpl-bare", "object": "chat.completion", "created": 0, "model": "bare",
+    "id": "chatcmpl-bare",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "bare",
     "choices": [{"index": 0, "message": {"role": "assistant", "content": "3"}, "finish_reason": "stop"}],
     "usage": {"prompt_tokens": 100, "completion_tokens": 1, "total_tokens": 101},
 }
@@ -64,8 +67,12 @@ def request_bodies(n: int) -> list[bytes]:
     """``n`` item requests cycling over 17 personas × 24 questions, each with its own seed."""
     countries = sorted(load_templates("en")["countries"])
     cells = [PromptCell("en", "item", (q,), Framing("persona", c)) for c in countries for q in range(1, 25)]
-    return [json.dumps({"model": "sim-1", "messages": build_messages(cells[i % len(cells)]), "seed": i,
-                        "temperature": 1.0}).encode() for i in range(n)]
+    return [
+        json.dumps(
+            {"model": "sim-1", "messages": build_messages(cells[i % len(cells)]), "seed": i, "temperature": 1.0}
+        ).encode()
+        for i in range(n)
+    ]
 
 
 def cpu_s(pid: int) -> float:
@@ -101,13 +108,12 @@ async def blast(base_url: str, bodies: list[bytes], concurrency: int) -> tuple[f
 
 async def check_correct(base_url: str, bodies: list[bytes], concurrency: int) -> int:
     """Every reply is a completion whose parsed answer equals the option the server logged; returns the count."""
-    from runner.parse import parse_reply
     from runner.endpoints.sim.data import load_reader
+    from runner.parse import parse_reply
 
     _, replies = await blast(base_url, bodies, concurrency)
-    async with aiohttp.ClientSession() as session:
-        async with session.get(base_url.removesuffix("/v1") + "/sim/log") as r:
-            log = (await r.json())["entries"]
+    async with aiohttp.ClientSession() as session, session.get(base_url.removesuffix("/v1") + "/sim/log") as r:
+        log = (await r.json())["entries"]
     logged = {e["reply"] for e in log}
     reader = load_reader()
     for body, reply in zip(bodies, replies, strict=True):
@@ -130,8 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         bare_server()
         return 0
     bodies = request_bodies(args.requests)
-    bare = subprocess.Popen([sys.executable, "-m", "benches.sim_bench", "--bare-server"], stdout=subprocess.PIPE,
-                            text=True)
+    bare = subprocess.Popen(
+        [sys.executable, "-m", "benches.sim_bench", "--bare-server"], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert bare.stdout is not None
         bare_url = bare.stdout.readline().strip()
@@ -144,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         bare.terminate()
         bare.wait(timeout=30)
     result = {
-        "requests": args.requests, "concurrency": args.concurrency, "correct_checked": checked,
+        "requests": args.requests,
+        "concurrency": args.concurrency,
+        "correct_checked": checked,
         "sim_requests_per_wall_s": round(args.requests / sim_s, 1),
         "bare_requests_per_wall_s": round(args.requests / bare_s, 1),
         "sim_requests_per_server_cpu_s": round(args.requests / sim_cpu, 1),

@@ -28,7 +28,9 @@ def main() -> None:
     print("|---|---|---|---|")
     t_ours, _, _ = measure(lambda: stats_core.silhouette(d, labels))
     t_sk, _, _ = measure(lambda: sklearn.metrics.silhouette_score(square, labels, metric="precomputed"))
-    print(f"| precomputed distances (ours condensed, sklearn square) | {t_ours:.3f} | {t_sk:.3f} | {t_sk / t_ours:.1f}x |")
+    print(
+        f"| precomputed distances (ours condensed, sklearn square) | {t_ours:.3f} | {t_sk:.3f} | {t_sk / t_ours:.1f}x |"
+    )
     t_ours, _, _ = measure(lambda: stats_core.silhouette(stats_core.pdist(x), labels))
     t_sk, _, _ = measure(lambda: sklearn.metrics.silhouette_score(x, labels))
     print(f"| raw 24-d points (distances included) | {t_ours:.3f} | {t_sk:.3f} | {t_sk / t_ours:.1f}x |")

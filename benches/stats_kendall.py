@@ -26,7 +26,9 @@ def kendall() -> None:
     calls = 2000
     t_scipy, _, _ = measure(lambda: [scipy.stats.kendalltau(x[r], y[r]) for r in range(calls)], repeat=2)
     per_ours, per_scipy = t_ours / ROWS, t_scipy / calls
-    print(f"| kendall tau-b, n = 4, {ROWS} rows batched | {per_ours * 1e9:.0f} ns/tau | {per_scipy * 1e6:.0f} us/tau | {per_scipy / per_ours:.0f}x |")
+    print(
+        f"| kendall tau-b, n = 4, {ROWS} rows batched | {per_ours * 1e9:.0f} ns/tau | {per_scipy * 1e6:.0f} us/tau | {per_scipy / per_ours:.0f}x |"
+    )
 
 
 def bootstrap() -> None:
@@ -43,12 +45,24 @@ def bootstrap() -> None:
         return out
 
     data = tuple(samples[c] for c in range(4))
-    t_scipy, _, theirs = measure(lambda: scipy.stats.bootstrap(data, statistic, n_resamples=9999, axis=-1, vectorized=True, method="percentile",
-                                                              rng=np.random.default_rng(3)), repeat=1)
+    t_scipy, _, theirs = measure(
+        lambda: scipy.stats.bootstrap(
+            data,
+            statistic,
+            n_resamples=9999,
+            axis=-1,
+            vectorized=True,
+            method="percentile",
+            rng=np.random.default_rng(3),
+        ),
+        repeat=1,
+    )
     t_ours, _, ours = measure(lambda: stats_core.bootstrap_kendall_tau(samples, reference, 9999, seed=3))
     np.testing.assert_allclose(ours.confidence_interval.low, theirs.confidence_interval.low, atol=1e-12)
     np.testing.assert_allclose(ours.confidence_interval.high, theirs.confidence_interval.high, atol=1e-12)
-    print(f"| bootstrap CI, 9999 resamples, 6 dims x 4 countries x 10 units | {t_ours * 1e3:.1f} ms | {t_scipy:.1f} s | {t_scipy / t_ours:.0f}x |")
+    print(
+        f"| bootstrap CI, 9999 resamples, 6 dims x 4 countries x 10 units | {t_ours * 1e3:.1f} ms | {t_scipy:.1f} s | {t_scipy / t_ours:.0f}x |"
+    )
 
 
 def main() -> None:

@@ -20,8 +20,8 @@ from skbio.stats.distance import DistanceMatrix
 from skbio.stats.distance import permanova as skbio_permanova
 
 import stats_core
-from stats_core._backend import kernels
 from benches.stats_timing import load, measure
+from stats_core._backend import kernels
 
 PERMUTATIONS = 999
 
@@ -64,7 +64,9 @@ def vegan_seconds(d: np.ndarray, labels: np.ndarray, statistic: float) -> float:
 def main() -> None:
     with_vegan = "--vegan" in sys.argv
     print(f"PERMANOVA, {PERMUTATIONS} permutations, 3 groups, distances between 24-d points; {load()}")
-    print("| distances (screen) | n | stats_core native s (CPU s) | pair-updates/s | numba s | numba / native | skbio numba s (CPU s) | native vs skbio, wall (CPU) | vegan adonis2 s | native vs vegan |")
+    print(
+        "| distances (screen) | n | stats_core native s (CPU s) | pair-updates/s | numba s | numba / native | skbio numba s (CPU s) | native vs skbio, wall (CPU) | vegan adonis2 s | native vs vegan |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for metric in ("euclidean", "cityblock"):  # compile both screens' numba kernels before timing
         warm_d, warm_l = data(60, metric)
@@ -80,12 +82,20 @@ def main() -> None:
         assert abs(ours.statistic - theirs["test statistic"]) <= 1e-10 * ours.statistic, "F differs from skbio"
         native, native_cpu, _ = measure(lambda: stats_core.permanova(d, labels, PERMUTATIONS, seed=1, backend="native"))
         numba, _, _ = measure(lambda: stats_core.permanova(d, labels, PERMUTATIONS, seed=1, backend="numba"), repeat=1)
-        skbio, skbio_cpu, _ = measure(lambda: skbio_permanova(dm, labels, permutations=PERMUTATIONS, seed=1, engine="numba"), repeat=2)
+        skbio, skbio_cpu, _ = measure(
+            lambda: skbio_permanova(dm, labels, permutations=PERMUTATIONS, seed=1, engine="numba"), repeat=2
+        )
         updates = n * (n - 1) / 2 * (PERMUTATIONS + 1) / native
-        vegan = vegan_seconds(d, labels, ours.statistic) if with_vegan and (metric, n) == ("euclidean", 2000) else float("nan")
-        print(f"| {metric} ({screen_name(d, labels)}) | {n} | {native:.3f} ({native_cpu:.3f}) | {updates / 1e9:.1f} G | {numba:.3f} | "
-              f"{numba / native:.1f}x | {skbio:.3f} ({skbio_cpu:.3f}) | {skbio / native:.1f}x ({skbio_cpu / native_cpu:.1f}x) | "
-              f"{vegan:.1f} | {vegan / native:.0f}x |")
+        vegan = (
+            vegan_seconds(d, labels, ours.statistic)
+            if with_vegan and (metric, n) == ("euclidean", 2000)
+            else float("nan")
+        )
+        print(
+            f"| {metric} ({screen_name(d, labels)}) | {n} | {native:.3f} ({native_cpu:.3f}) | {updates / 1e9:.1f} G | {numba:.3f} | "
+            f"{numba / native:.1f}x | {skbio:.3f} ({skbio_cpu:.3f}) | {skbio / native:.1f}x ({skbio_cpu / native_cpu:.1f}x) | "
+            f"{vegan:.1f} | {vegan / native:.0f}x |"
+        )
 
 
 if __name__ == "__main__":

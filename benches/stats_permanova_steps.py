@@ -32,10 +32,16 @@ def main() -> None:
         quantized = _screen.quantized(native, d, inv, sizes, observed[2], bound)
         steps = {
             "whole permanova call": lambda: stats_core.permanova(d, labels, PERMUTATIONS, seed=1, backend="native"),
-            "observed SS_W, Σd², max d², row sums, value check (one pass)": lambda: native.permanova_observed(d, codes, inv),
+            "observed SS_W, Σd², max d², row sums, value check (one pass)": lambda: native.permanova_observed(
+                d, codes, inv
+            ),
             "permutations": lambda: native.permutations(codes, key, 0, PERMUTATIONS),
-            "choose the screen (Gower factor + residual pass)": lambda: _screen.choose(native, d, inv, sizes, observed, bound),
-            f"count with the chosen ({screen.name}) screen": lambda: _screen.count_at_most(native, d, perms, inv, bound, screen),
+            "choose the screen (Gower factor + residual pass)": lambda: _screen.choose(
+                native, d, inv, sizes, observed, bound
+            ),
+            f"count with the chosen ({screen.name}) screen": lambda: _screen.count_at_most(
+                native, d, perms, inv, bound, screen
+            ),
             "count with the quantized screen": lambda: _screen.count_at_most(native, d, perms, inv, bound, quantized),
         }
         for name, fn in steps.items():

@@ -30,15 +30,41 @@ except importlib.metadata.PackageNotFoundError:  # running from a checkout that 
 
 # Public name → the module that defines it.
 _EXPORTS = {
-    **dict.fromkeys(("analyze_run", "analyze_run_async", "load_spec", "parse_spec", "plan_sweep", "read_table",
-                     "render_report", "render_report_async", "reparse", "run_status", "run_sweep", "run_sweep_async"),
-                    "runner.api"),
+    **dict.fromkeys(
+        (
+            "analyze_run",
+            "analyze_run_async",
+            "load_spec",
+            "parse_spec",
+            "plan_sweep",
+            "read_table",
+            "render_report",
+            "render_report_async",
+            "reparse",
+            "run_status",
+            "run_sweep",
+            "run_sweep_async",
+        ),
+        "runner.api",
+    ),
     "AnalysisOptions": "runner.analyze.run",
     "Policy": "runner.parse.policy",
     "RunResult": "runner.sweep.execute",
     "Spec": "runner.sweep.spec",
-    **dict.fromkeys(("HofcatError", "InputError", "LLMError", "NotInstalledError", "ProbeError", "RequestError",
-                     "RunDirError", "SpecError", "UsageError"), "runner.errors"),
+    **dict.fromkeys(
+        (
+            "HofcatError",
+            "InputError",
+            "LLMError",
+            "NotInstalledError",
+            "ProbeError",
+            "RequestError",
+            "RunDirError",
+            "SpecError",
+            "UsageError",
+        ),
+        "runner.errors",
+    ),
 }
 
 __all__ = [
@@ -71,10 +97,31 @@ __all__ = [
 
 if TYPE_CHECKING:
     from runner.analyze.run import AnalysisOptions
-    from runner.api import (analyze_run, analyze_run_async, load_spec, parse_spec, plan_sweep, read_table,
-                            render_report, render_report_async, reparse, run_status, run_sweep, run_sweep_async)
-    from runner.errors import (HofcatError, InputError, LLMError, NotInstalledError, ProbeError, RequestError,
-                               RunDirError, SpecError, UsageError)
+    from runner.api import (
+        analyze_run,
+        analyze_run_async,
+        load_spec,
+        parse_spec,
+        plan_sweep,
+        read_table,
+        render_report,
+        render_report_async,
+        reparse,
+        run_status,
+        run_sweep,
+        run_sweep_async,
+    )
+    from runner.errors import (
+        HofcatError,
+        InputError,
+        LLMError,
+        NotInstalledError,
+        ProbeError,
+        RequestError,
+        RunDirError,
+        SpecError,
+        UsageError,
+    )
     from runner.parse.policy import Policy
     from runner.sweep.execute import RunResult
     from runner.sweep.spec import Spec

@@ -23,8 +23,20 @@ from runner.sweep import session as _session
 from runner.sweep.accounting import plan_summary, run_status
 from runner.sweep.spec import Spec, load_spec, parse_spec
 
-__all__ = ["analyze_run", "analyze_run_async", "load_spec", "parse_spec", "plan_sweep", "read_table", "render_report",
-           "render_report_async", "reparse", "run_status", "run_sweep", "run_sweep_async"]
+__all__ = [
+    "analyze_run",
+    "analyze_run_async",
+    "load_spec",
+    "parse_spec",
+    "plan_sweep",
+    "read_table",
+    "render_report",
+    "render_report_async",
+    "reparse",
+    "run_status",
+    "run_sweep",
+    "run_sweep_async",
+]
 
 
 def plan_sweep(spec: Spec | str | Path) -> dict[str, Any]:
@@ -35,8 +47,9 @@ def plan_sweep(spec: Spec | str | Path) -> dict[str, Any]:
     return plan_summary(_spec(spec))
 
 
-def run_sweep(spec: Spec | str | Path, out: str | Path, *, retry_failed: bool = False,
-              live: bool | None = False) -> _session.RunResult:
+def run_sweep(
+    spec: Spec | str | Path, out: str | Path, *, retry_failed: bool = False, live: bool | None = False
+) -> _session.RunResult:
     """Run (or resume) a sweep into run directory ``out``; a ``RunResult`` (stored, failed, interrupted, ...).
 
     Blocks until the sweep ends; in a running event loop use ``await run_sweep_async(...)``.
@@ -44,8 +57,9 @@ def run_sweep(spec: Spec | str | Path, out: str | Path, *, retry_failed: bool = 
     return _session.run_sweep(_spec(spec), out, retry_failed=retry_failed, live=live)
 
 
-async def run_sweep_async(spec: Spec | str | Path, out: str | Path, *, retry_failed: bool = False,
-                          live: bool | None = False) -> _session.RunResult:
+async def run_sweep_async(
+    spec: Spec | str | Path, out: str | Path, *, retry_failed: bool = False, live: bool | None = False
+) -> _session.RunResult:
     """``run_sweep`` on the caller's event loop (no signal handlers: cancel the task to stop it)."""
     return await _session.run_sweep_async(_spec(spec), out, retry_failed=retry_failed, live=live)
 

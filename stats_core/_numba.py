@@ -221,10 +221,14 @@ def _permanova_observed(flat, square, codes, inverse_sizes, blocks):
     return within.sum(), total.sum(), largest.max(), sums.sum(axis=0), not bad.any()
 
 
-def permanova_observed(distances: np.ndarray, codes: np.ndarray, inverse_sizes: np.ndarray) -> tuple[float, float, float, np.ndarray, bool]:
-    """One pass: (SS_W of codes (n,) int32, Σ_{i<j} d²_ij, max d²_ij, Σ_j d²_ij per object (n,), all d finite and >= 0)."""
+def permanova_observed(
+    distances: np.ndarray, codes: np.ndarray, inverse_sizes: np.ndarray
+) -> tuple[float, float, float, np.ndarray, bool]:
+    """One pass: (SS_W of codes (n,) int32, Σ_{i<j} d²_ij, max d²_ij, Σ_j d²_ij per object (n,), all d finite, >= 0)."""
     blocks = 4 * numba.get_num_threads()
-    within, total, largest, row_sums, valid = _permanova_observed(distances.reshape(-1), distances.ndim == 2, codes, inverse_sizes, blocks)
+    within, total, largest, row_sums, valid = _permanova_observed(
+        distances.reshape(-1), distances.ndim == 2, codes, inverse_sizes, blocks
+    )
     return float(within), float(total), float(largest), row_sums, bool(valid)
 
 
@@ -298,7 +302,9 @@ def _permanova_quantized(flat, square, labels_t, inverse_sizes, scale):
     return partials.sum(axis=0) / scale
 
 
-def permanova_quantized(distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray, scale: float) -> np.ndarray:
+def permanova_quantized(
+    distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray, scale: float
+) -> np.ndarray:
     """Screened SS_W of each label row (P, n): Σ_g (1/n_g) Σ_{i<j ∈ g} round(d²_ij · scale) / scale → (P,)."""
     # Object-major labels in the narrowest integer type: each row streams every later object's labels.
     narrow = np.int8 if inverse_sizes.shape[0] <= 127 else np.int16 if inverse_sizes.shape[0] <= 32767 else np.int32
@@ -371,7 +377,11 @@ def gower_residual(distances: np.ndarray, factor: np.ndarray, means: np.ndarray,
     """max_{i<j} |G_ij − y_i·y_j|, G_ij = −½(d²_ij − m_i − m_j + grand); NaN if the factor or means are not finite."""
     if not (np.isfinite(factor).all() and np.isfinite(means).all() and np.isfinite(grand)):
         return float("nan")
-    return float(_gower_residual(distances.reshape(-1), distances.ndim == 2, factor, np.ascontiguousarray(factor.T), means, grand))
+    return float(
+        _gower_residual(
+            distances.reshape(-1), distances.ndim == 2, factor, np.ascontiguousarray(factor.T), means, grand
+        )
+    )
 
 
 def group_row_sums(distances: np.ndarray, codes: np.ndarray, n_groups: int, squared: bool) -> tuple[np.ndarray, bool]:
@@ -400,7 +410,9 @@ def group_f(values, labels, inverse_sizes):
         for h in range(g):
             c = means[h] - mean
             ss_between += c * c / inverse_sizes[h]
-        out[p] = (ss_between / (g - 1)) / (ss_within / (n - g)) if ss_within > 0 else (np.inf if ss_between > 0 else np.nan)
+        out[p] = (
+            (ss_between / (g - 1)) / (ss_within / (n - g)) if ss_within > 0 else (np.inf if ss_between > 0 else np.nan)
+        )
     return out
 
 

@@ -105,8 +105,10 @@ def permanova_within(distances: np.ndarray, labels: np.ndarray, inverse_sizes: n
     return out
 
 
-def permanova_observed(distances: np.ndarray, codes: np.ndarray, inverse_sizes: np.ndarray) -> tuple[float, float, float, np.ndarray, bool]:
-    """One pass: (SS_W of codes (n,) int32, Σ_{i<j} d²_ij, max d²_ij, Σ_j d²_ij per object (n,), all d finite and >= 0)."""
+def permanova_observed(
+    distances: np.ndarray, codes: np.ndarray, inverse_sizes: np.ndarray
+) -> tuple[float, float, float, np.ndarray, bool]:
+    """One pass: (SS_W of codes (n,) int32, Σ_{i<j} d²_ij, max d²_ij, Σ_j d²_ij per object (n,), all d finite, >= 0)."""
     within = total = largest = 0.0
     row_sums = np.zeros(codes.shape[0])
     valid = True
@@ -121,7 +123,9 @@ def permanova_observed(distances: np.ndarray, codes: np.ndarray, inverse_sizes: 
     return within, total, largest, row_sums, valid
 
 
-def permanova_quantized(distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray, scale: float) -> np.ndarray:
+def permanova_quantized(
+    distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray, scale: float
+) -> np.ndarray:
     """Screened SS_W of each label row (P, n): Σ_g (1/n_g) Σ_{i<j ∈ g} round(d²_ij · scale) / scale → (P,)."""
     out = np.zeros(labels.shape[0])
     for i, row in _rows(distances, labels.shape[1]):

@@ -94,7 +94,9 @@ class Design:
     kernels: ModuleType
 
 
-def design(distances: object, grouping: object, permutations: object, seed: object, backend: str, *, min_size: int = 1) -> Design:
+def design(
+    distances: object, grouping: object, permutations: object, seed: object, backend: str, *, min_size: int = 1
+) -> Design:
     """Check the arguments of a permutation test on distances and pick the backend → ``Design``.
 
     The finite/non-negative check of a condensed matrix is left to the caller's first kernel pass (which
@@ -103,8 +105,9 @@ def design(distances: object, grouping: object, permutations: object, seed: obje
     dist, n = _validate.distances("distances", distances, condensed_values=False)
     codes, groups, sizes = _validate.grouping("grouping", grouping, n, min_size=min_size)
     count = _validate.int_at_least("permutations", permutations, 0)
-    return Design(dist, n, codes, groups, sizes, 1.0 / sizes.astype(np.float64), count, seed_value(seed),
-                  backend_kernels(backend))
+    return Design(
+        dist, n, codes, groups, sizes, 1.0 / sizes.astype(np.float64), count, seed_value(seed), backend_kernels(backend)
+    )
 
 
 def permutation_test(

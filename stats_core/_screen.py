@@ -51,7 +51,14 @@ class Screen:
     margin: float
 
 
-def quantized(kernels: ModuleType, distances: np.ndarray, inverse_sizes: np.ndarray, sizes: np.ndarray, largest_square: float, bound: float) -> Screen:
+def quantized(
+    kernels: ModuleType,
+    distances: np.ndarray,
+    inverse_sizes: np.ndarray,
+    sizes: np.ndarray,
+    largest_square: float,
+    bound: float,
+) -> Screen:
     """The integer screen: d² quantized by scale = 2²³ / max d²; margin (½ + 2⁻³⁰)/scale · Σ_g (n_g − 1)/2.
 
     Per pair |q / scale − d²| ≤ (½ + 2⁻³⁰) / scale (rounding to an integer, and the f64 product d² · scale
@@ -62,7 +69,9 @@ def quantized(kernels: ModuleType, distances: np.ndarray, inverse_sizes: np.ndar
         scale = 1.0  # subnormal d²: every q is 0 and every permutation is recomputed exactly
     pairs_weight = float(np.sum(sizes.astype(np.float64) - 1.0)) / 2.0
     margin = (0.5 + 2.0**-20) / scale * pairs_weight + SUM_RTOL * abs(bound)
-    return Screen("quantized", lambda block: kernels.permanova_quantized(distances, block, inverse_sizes, scale), margin)
+    return Screen(
+        "quantized", lambda block: kernels.permanova_quantized(distances, block, inverse_sizes, scale), margin
+    )
 
 
 def gower_factor(distances: np.ndarray, row_sums: np.ndarray, total: float) -> tuple[np.ndarray, float] | None:
@@ -110,7 +119,14 @@ def _squared_column(distances: np.ndarray, p: int, n: int) -> np.ndarray:
     return column * column
 
 
-def factored(kernels: ModuleType, distances: np.ndarray, inverse_sizes: np.ndarray, row_sums: np.ndarray, total: float, largest_square: float) -> Screen | None:
+def factored(
+    kernels: ModuleType,
+    distances: np.ndarray,
+    inverse_sizes: np.ndarray,
+    row_sums: np.ndarray,
+    total: float,
+    largest_square: float,
+) -> Screen | None:
     """The factored screen when Gower's matrix has a low-rank factor whose residual is measured small, else None.
 
     SS_W = SS_T − Σ_g (1/n_g) 1_gᵀ G 1_g with SS_T = tr G = Σ_{i<j} d²_ij / n; the factor's part of the
@@ -131,14 +147,29 @@ def factored(kernels: ModuleType, distances: np.ndarray, inverse_sizes: np.ndarr
     return Screen("factored", lambda block: ss_total - kernels.permanova_factored(factor, block, inverse_sizes), margin)
 
 
-def choose(kernels: ModuleType, distances: np.ndarray, inverse_sizes: np.ndarray, sizes: np.ndarray, observed: tuple, bound: float) -> Screen:
+def choose(
+    kernels: ModuleType,
+    distances: np.ndarray,
+    inverse_sizes: np.ndarray,
+    sizes: np.ndarray,
+    observed: tuple,
+    bound: float,
+) -> Screen:
     """The factored screen where it applies, else the quantized one (``observed``: ``permanova_observed``'s tuple)."""
     _, total, largest_square, row_sums, _ = observed
     return factored(kernels, distances, inverse_sizes, row_sums, total, largest_square) or quantized(
-        kernels, distances, inverse_sizes, sizes, largest_square, bound)
+        kernels, distances, inverse_sizes, sizes, largest_square, bound
+    )
 
 
-def count_at_most(kernels: ModuleType, distances: np.ndarray, block: np.ndarray, inverse_sizes: np.ndarray, bound: float, screen: Screen) -> int:
+def count_at_most(
+    kernels: ModuleType,
+    distances: np.ndarray,
+    block: np.ndarray,
+    inverse_sizes: np.ndarray,
+    bound: float,
+    screen: Screen,
+) -> int:
     """Number of label rows of ``block`` (P, n) whose exact SS_W is ≤ bound: screened, rechecked near the bound."""
     screened = screen.within(block)
     certain = int(np.count_nonzero(screened < bound - screen.margin))

@@ -51,7 +51,9 @@ def distances(name: str, value: object, *, condensed_values: bool = True) -> tup
             condensed_values_check(name, arr)
         return arr, n
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] < 2:
-        raise InvalidInputError(name, f"expected a condensed vector or a square n x n matrix (n >= 2), got shape {arr.shape}")
+        raise InvalidInputError(
+            name, f"expected a condensed vector or a square n x n matrix (n >= 2), got shape {arr.shape}"
+        )
     n = arr.shape[0]
     if np.any(np.diagonal(arr) != 0.0):
         i = int(np.flatnonzero(np.diagonal(arr) != 0.0)[0])
@@ -68,9 +70,8 @@ def distances(name: str, value: object, *, condensed_values: bool = True) -> tup
         gap = np.abs(block - arr[:, start : start + rows].T)
         if np.any(gap > tol):
             r, c = np.unravel_index(int(np.argmax(gap)), gap.shape)
-            raise InvalidInputError(
-                name, f"not symmetric: [{start + r}, {c}] = {arr[start + r, c]!r} but [{c}, {start + r}] = {arr[c, start + r]!r}"
-            )
+            i, j = start + r, c
+            raise InvalidInputError(name, f"not symmetric: [{i}, {j}] = {arr[i, j]!r} but [{j}, {i}] = {arr[j, i]!r}")
     return arr, n
 
 

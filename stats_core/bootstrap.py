@@ -142,7 +142,9 @@ def _checked(samples: object, reference: object) -> tuple[np.ndarray, np.ndarray
     if x.ndim == 3:
         x = x[None]
     if x.ndim != 4:
-        raise InvalidInputError("samples", f"expected (countries, dims, units) or (groups, countries, dims, units), got shape {x.shape}")
+        raise InvalidInputError(
+            "samples", f"expected (countries, dims, units) or (groups, countries, dims, units), got shape {x.shape}"
+        )
     groups, countries, dims, units = x.shape
     if countries < 2 or units < 2 or dims < 1:
         raise InvalidInputError("samples", f"needs >= 2 countries, >= 1 dimension and >= 2 units, got shape {x.shape}")
@@ -150,7 +152,9 @@ def _checked(samples: object, reference: object) -> tuple[np.ndarray, np.ndarray
     if ref.shape == (countries, dims):
         ref = np.broadcast_to(ref, (groups, countries, dims))
     if ref.shape != (groups, countries, dims):
-        raise InvalidInputError("reference", f"expected shape {(countries, dims)} or {(groups, countries, dims)}, got {ref.shape}")
+        raise InvalidInputError(
+            "reference", f"expected shape {(countries, dims)} or {(groups, countries, dims)}, got {ref.shape}"
+        )
     return np.ascontiguousarray(x), np.ascontiguousarray(ref)
 
 
@@ -193,7 +197,9 @@ def _ndtr(v: np.ndarray) -> np.ndarray:
 def _ndtri(p: np.ndarray) -> np.ndarray:
     """Standard normal quantile (stdlib), ∓inf at 0/1."""
     inv = NormalDist().inv_cdf
-    return np.vectorize(lambda q: inv(q) if 0 < q < 1 else (np.nan if q != q else (np.inf if q >= 1 else -np.inf)), otypes=[float])(p)
+    return np.vectorize(
+        lambda q: inv(q) if 0 < q < 1 else (np.nan if q != q else (np.inf if q >= 1 else -np.inf)), otypes=[float]
+    )(p)
 
 
 def _bca_levels(k, x, ref, observed, distribution, alpha):

@@ -88,7 +88,9 @@ def ss_h(set_a: object, set_b: object, human: object, *, metric: str = "euclidea
     across = np.concatenate([both[:n, n:].sum(axis=1), both[n:, :n].sum(axis=1)]) / n
     a_h = squareform(pdist(h_set, metric, backend=backend)).sum(axis=1) / (n - 1)
     if np.any(a_h == 0):
-        raise InvalidInputError("human", f"nation {int(np.flatnonzero(a_h == 0)[0])} is at distance 0 from every other nation")
+        raise InvalidInputError(
+            "human", f"nation {int(np.flatnonzero(a_h == 0)[0])} is at distance 0 from every other nation"
+        )
     return float(np.sum((across - within) / np.concatenate([a_h, a_h])) / (2 * n))
 
 
@@ -107,4 +109,6 @@ def mcd(model: object, human: object, *, ddof: int = 1) -> DisparityResult:
     d_m, d_h = float(m_sigma.mean()), float(h_sigma.mean())
     if d_h == 0.0:
         raise InvalidInputError("human", "every dimension is constant across nations: D_h = 0")
-    return DisparityResult(statistic=d_m / d_h, model_disparity=d_m, human_disparity=d_h, model_sigma=m_sigma, human_sigma=h_sigma)
+    return DisparityResult(
+        statistic=d_m / d_h, model_disparity=d_m, human_disparity=d_h, model_sigma=m_sigma, human_sigma=h_sigma
+    )

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from stats_core._backend import kernels
 from stats_core import _validate
+from stats_core._backend import kernels
 from stats_core._validate import condensed_size, finite_array
 from stats_core.errors import InvalidInputError
 
@@ -48,7 +48,9 @@ def pdist_square(X: object, metric: str = "euclidean", *, backend: str = "auto")
     return squareform(pdist(X, metric, backend=backend))
 
 
-def group_row_sums(distances: np.ndarray, codes: np.ndarray, n_groups: int, *, squared: bool, backend: str = "auto") -> np.ndarray:
+def group_row_sums(
+    distances: np.ndarray, codes: np.ndarray, n_groups: int, *, squared: bool, backend: str = "auto"
+) -> np.ndarray:
     """(n, n_groups): Σ_{j in group h, j≠i} d_ij (or d²_ij) per object of a distance matrix checked by
     ``_validate.distances(..., condensed_values=False)``: the kernel checks finite/non-negative in its own
     pass, and a bad value is then named by the full check."""

@@ -1,8 +1,8 @@
 """Errors raised by stats_core.
 
-    StatsCoreError
-    ├── InvalidInputError (ValueError)      an argument has the wrong shape, dtype or values
-    └── BackendUnavailableError (ImportError)  a requested backend cannot be loaded
+StatsCoreError
+├── InvalidInputError (ValueError)      an argument has the wrong shape, dtype or values
+└── BackendUnavailableError (ImportError)  a requested backend cannot be loaded
 """
 
 from __future__ import annotations

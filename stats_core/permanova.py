@@ -49,6 +49,8 @@ def permanova(
     bound = ss_within * (1.0 + _resample.TIE_RTOL)
     screen = _screen.choose(d.kernels, d.distances, d.inverse_sizes, d.sizes, sums, bound) if d.permutations else None
     return _resample.permutation_test(
-        "PERMANOVA", observed,
-        lambda block: _screen.count_at_most(d.kernels, d.distances, block, d.inverse_sizes, bound, screen), d,
+        "PERMANOVA",
+        observed,
+        lambda block: _screen.count_at_most(d.kernels, d.distances, block, d.inverse_sizes, bound, screen),
+        d,
     )

@@ -35,11 +35,19 @@ class VirtualTime:
         await asyncio.sleep(0)
 
 
-def openai_reply(text: str, *, status: int = 200, prompt_tokens: int = 20, completion_tokens: int = 1,
-                 headers: dict[str, str] | None = None) -> RawReply:
+def openai_reply(
+    text: str,
+    *,
+    status: int = 200,
+    prompt_tokens: int = 20,
+    completion_tokens: int = 1,
+    headers: dict[str, str] | None = None,
+) -> RawReply:
     """An OpenAI chat-completions reply carrying ``text``."""
-    body = {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}}
+    body = {
+        "choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+    }
     return RawReply(status, json.dumps(body).encode(), headers or {})
 
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from runner.rundir import read_dataset
 from runner.sweep.plan import iter_cells
 from runner.sweep.spec import Spec, parse_spec
-from runner.rundir import read_dataset
 
 
 def _toml_value(value: Any) -> str:
@@ -23,15 +23,29 @@ def _toml_value(value: Any) -> str:
     return repr(value)
 
 
-def spec_text(base_url: str, *, run: dict | None = None, endpoint: dict | None = None,
-              design: dict | None = None) -> str:
+def spec_text(
+    base_url: str, *, run: dict | None = None, endpoint: dict | None = None, design: dict | None = None
+) -> str:
     """A small item-mode spec against one endpoint at ``base_url``; tables updated from the keyword dicts."""
     tables = {
         "run": {"name": "test", "seed": 7, "batch_rows": 50, "flush_interval_s": 0.5, **(run or {})},
-        "endpoints": {"name": "sim", "provider": "openai", "base_url": base_url, "model": "sim-1",
-                      "max_concurrency": 8, "timeout_s": 2.0, "max_retries": 10, **(endpoint or {})},
-        "design": {"personas": ["United States", "China"], "questions": [1, 2, 3, 4, 5, 6], "seeds": [1, 2],
-                   "temperature": [0.0, 1.0], **(design or {})},
+        "endpoints": {
+            "name": "sim",
+            "provider": "openai",
+            "base_url": base_url,
+            "model": "sim-1",
+            "max_concurrency": 8,
+            "timeout_s": 2.0,
+            "max_retries": 10,
+            **(endpoint or {}),
+        },
+        "design": {
+            "personas": ["United States", "China"],
+            "questions": [1, 2, 3, 4, 5, 6],
+            "seeds": [1, 2],
+            "temperature": [0.0, 1.0],
+            **(design or {}),
+        },
     }
     out = []
     for name, table in tables.items():
@@ -67,6 +81,15 @@ def sent_request_keys(run_dir: Path, rows: dict[str, dict]) -> dict[str, str]:
     from runner.endpoints.sim import request_key
 
     prompts = {p["prompt_hash"]: json.loads(p["messages_json"]) for p in read_dataset(run_dir, "prompts").to_pylist()}
-    return {key: request_key({"model": r["model"], "messages": prompts[r["prompt_hash"]],
-                              "temperature": r["temperature"], "top_p": r["top_p"], "seed": r["seed"]})
-            for key, r in rows.items()}
+    return {
+        key: request_key(
+            {
+                "model": r["model"],
+                "messages": prompts[r["prompt_hash"]],
+                "temperature": r["temperature"],
+                "top_p": r["top_p"],
+                "seed": r["seed"],
+            }
+        )
+        for key, r in rows.items()
+    }

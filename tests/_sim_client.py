@@ -30,11 +30,22 @@ def run(coro: Coroutine[Any, Any, Any]) -> Any:
     return asyncio.run(coro)
 
 
-def chat_body(cell: PromptCell, *, seed: int | None = None, temperature: float = 1.0, top_p: float = 1.0,
-              max_tokens: int | None = None, model: str = "sim-1") -> dict[str, Any]:
+def chat_body(
+    cell: PromptCell,
+    *,
+    seed: int | None = None,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_tokens: int | None = None,
+    model: str = "sim-1",
+) -> dict[str, Any]:
     """The chat-completions body a client sends for ``cell`` (messages from the real prompt builder)."""
-    body: dict[str, Any] = {"model": model, "messages": build_messages(cell), "temperature": temperature,
-                            "top_p": top_p}
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": build_messages(cell),
+        "temperature": temperature,
+        "top_p": top_p,
+    }
     if seed is not None:
         body["seed"] = seed
     if max_tokens is not None:
@@ -45,8 +56,9 @@ def chat_body(cell: PromptCell, *, seed: int | None = None, temperature: float =
 async def post(session: aiohttp.ClientSession, base_url: str, body: Any, **kwargs: Any) -> tuple[int, dict, str]:
     """POST a body (dict → JSON, bytes as is) to /chat/completions → (status, headers, body text)."""
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    async with session.post(f"{base_url}/chat/completions", data=data,
-                            headers={"Content-Type": "application/json"}, **kwargs) as response:
+    async with session.post(
+        f"{base_url}/chat/completions", data=data, headers={"Content-Type": "application/json"}, **kwargs
+    ) as response:
         return response.status, dict(response.headers), await response.text()
 
 

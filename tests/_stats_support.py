@@ -7,8 +7,14 @@ from hypothesis import strategies as st
 
 
 @st.composite
-def grouped_points(draw, *, group_sizes: tuple[int, int] = (1, 12), groups: tuple[int, int] = (2, 5),
-                   features: tuple[int, int] = (1, 4), values: tuple[int, int] = (0, 3)) -> tuple[np.ndarray, np.ndarray]:
+def grouped_points(
+    draw,
+    *,
+    group_sizes: tuple[int, int] = (1, 12),
+    groups: tuple[int, int] = (2, 5),
+    features: tuple[int, int] = (1, 4),
+    values: tuple[int, int] = (0, 3),
+) -> tuple[np.ndarray, np.ndarray]:
     """(x (n, features) integer-valued floats, labels (n,) codes 0..g−1 in a drawn order).
 
     Integer values make distances tie and points coincide. Group sizes are drawn from ``group_sizes``;

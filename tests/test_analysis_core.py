@@ -36,9 +36,18 @@ def make_answers(seed: int = 0, *, models=("a", "b"), countries=COUNTRIES[:3], s
                     for q in range(1, 25):
                         value = int(np.clip(np.rint(3 + tilt[q - 1] + rng.normal(0, 0.8)), 1, 5))
                         refused = rng.random() < refusal
-                        rows.append({"model": model, "temperature": t, "country": country, "seed": s, "question": q,
-                                     "option_id": None if refused else value,
-                                     "status": "refusal" if refused else "ok", "cell_key": f"{model}{k}{s}{q}"})
+                        rows.append(
+                            {
+                                "model": model,
+                                "temperature": t,
+                                "country": country,
+                                "seed": s,
+                                "question": q,
+                                "option_id": None if refused else value,
+                                "status": "refusal" if refused else "ok",
+                                "cell_key": f"{model}{k}{s}{q}",
+                            }
+                        )
     return pl.DataFrame(rows, schema_overrides={"option_id": pl.Int64})
 
 
@@ -57,8 +66,11 @@ def test_question_table_matches_plain_python():
     frame = make_answers(refusal=0.2)
     table = question_table(frame.lazy(), ["model", "temperature"]).collect()
     for row in table.sample(20, seed=1).iter_rows(named=True):
-        cell = frame.filter((pl.col("model") == row["model"]) & (pl.col("country") == row["country"])
-                            & (pl.col("question") == row["question"]))
+        cell = frame.filter(
+            (pl.col("model") == row["model"])
+            & (pl.col("country") == row["country"])
+            & (pl.col("question") == row["question"])
+        )
         ok = [r["option_id"] for r in cell.iter_rows(named=True) if r["status"] == "ok"]
         assert row["n"] == len(ok) and row["status_ok"] == len(ok)
         assert row["status_refusal"] == cell.height - len(ok)
@@ -74,8 +86,12 @@ def test_point_estimates_equal_hofcat_score_on_the_same_means():
     qt = question_table(frame.lazy(), ["model", "temperature"]).collect()
     for model in ("a", "b"):
         sub = qt.filter(pl.col("model") == model)
-        means = np.array([[sub.filter((pl.col("country") == c) & (pl.col("question") == q))["mean"][0]
-                           for q in range(1, 25)] for c in ua.countries])
+        means = np.array(
+            [
+                [sub.filter((pl.col("country") == c) & (pl.col("question") == q))["mean"][0] for q in range(1, 25)]
+                for c in ua.countries
+            ]
+        )
         table = MeansTable(("g",), (ua.countries,), (means,), (means * np.nan,), (means * np.nan,), "memory")
         expected = score_means(table, reference)["groups"][0]
         got = tables["kendall"].filter(pl.col("model") == model)
@@ -87,15 +103,17 @@ def test_point_estimates_equal_hofcat_score_on_the_same_means():
         for c in ua.countries:
             assert mis.filter(pl.col("country") == c)["misranked"][0] == expected["misranked"][c]["count"]
         idx = tables["indices"].filter(pl.col("model") == model).sort("country")
-        np.testing.assert_allclose(idx.select(DIMENSIONS).to_numpy(),
-                                   indices_from_means(means)[np.argsort(ua.countries)], atol=1e-9)
+        np.testing.assert_allclose(
+            idx.select(DIMENSIONS).to_numpy(), indices_from_means(means)[np.argsort(ua.countries)], atol=1e-9
+        )
 
 
 def test_identical_seeds_give_degenerate_intervals():
     frame = make_answers(seeds=1)
     frame = pl.concat([frame.with_columns(seed=pl.lit(s)) for s in range(1, 6)])  # five identical seeds
-    tables = agreement_tables(unit_array(frame.lazy(), infer_design(frame.columns)),
-                              load_reference("hofstede-2015"), n_resamples=100)
+    tables = agreement_tables(
+        unit_array(frame.lazy(), infer_design(frame.columns)), load_reference("hofstede-2015"), n_resamples=100
+    )
     cat = tables["cat"]
     assert (cat["ci_low"] == cat["cat_score"]).all() and (cat["ci_high"] == cat["cat_score"]).all()
 
@@ -115,8 +133,9 @@ def test_bootstrap_interval_agrees_with_scipy_bootstrap():
         return rank_agreement(indices_from_means(flat), ref).cat_score.reshape(means.shape[:-2])
 
     data = tuple(ua.values[0, k] for k in range(len(ua.countries)))  # (12, 24) each
-    res = bootstrap(data, cat, n_resamples=4000, method="percentile", paired=False, vectorized=True,
-                    rng=np.random.default_rng(2))
+    res = bootstrap(
+        data, cat, n_resamples=4000, method="percentile", paired=False, vectorized=True, rng=np.random.default_rng(2)
+    )
     assert ours["ci_low"][0] == pytest.approx(res.confidence_interval.low, abs=0.02)
     assert ours["ci_high"][0] == pytest.approx(res.confidence_interval.high, abs=0.02)
     assert ours["ci_low"][0] < ours["cat_score"][0] < ours["ci_high"][0]
@@ -134,8 +153,9 @@ def test_bootstrap_is_seeded():
 
 def test_error_percentage_and_countries_without_reference():
     frame = make_answers(countries=("U.S.A.", "China", "Arab countries", "Atlantis"))
-    tables = agreement_tables(unit_array(frame.lazy(), infer_design(frame.columns)),
-                              load_reference("hofstede-2015"), n_resamples=20)
+    tables = agreement_tables(
+        unit_array(frame.lazy(), infer_design(frame.columns)), load_reference("hofstede-2015"), n_resamples=20
+    )
     assert tables["countries_without_reference"]["country"].to_list() == ["Atlantis"]
     mis = tables["misranked"]
     for country in ("U.S.A.", "China"):
@@ -150,13 +170,34 @@ def test_status_rates_and_temperature_zero_disagreement():
     # temperature 0: Q1 answered 2,2,2 (agree), Q2 answered 2,3,2 (disagree), Q3 one ok answer (not repeated)
     for q, answers in ((1, [2, 2, 2]), (2, [2, 3, 2]), (3, [4, None, None])):
         for s, a in enumerate(answers, start=1):
-            rows.append({"endpoint": "e", "temperature": 0.0, "country": "China", "seed": s, "question": q,
-                         "option_id": a, "status": "ok" if a else "no_answer"})
-    rows.append({"endpoint": "e", "temperature": 1.0, "country": "China", "seed": 1, "question": 1,
-                 "option_id": None, "status": "refusal"})
+            rows.append(
+                {
+                    "endpoint": "e",
+                    "temperature": 0.0,
+                    "country": "China",
+                    "seed": s,
+                    "question": q,
+                    "option_id": a,
+                    "status": "ok" if a else "no_answer",
+                }
+            )
+    rows.append(
+        {
+            "endpoint": "e",
+            "temperature": 1.0,
+            "country": "China",
+            "seed": 1,
+            "question": 1,
+            "option_id": None,
+            "status": "refusal",
+        }
+    )
     frame = pl.DataFrame(rows, schema_overrides={"option_id": pl.Int64}).lazy()
     assert temperature_zero_disagreement(frame, ["endpoint", "temperature"]) == {
-        "groups": 2, "disagreeing": 1, "share": 0.5}
+        "groups": 2,
+        "disagreeing": 1,
+        "share": 0.5,
+    }
     rates = status_rates(frame, ["endpoint"])
     assert rates.filter(pl.col("status") == "ok")["count"][0] == 7
     assert rates.filter(pl.col("status") == "no_answer")["share"][0] == pytest.approx(2 / 10)
@@ -168,14 +209,29 @@ def test_store_layout_derivations(tmp_path):
     """No persona: country from the language and language 'native'; shuffled from shuffle_seed; part pairing."""
     from runner.analyze.load import load_answers
 
-    responses = pl.DataFrame({
-        "cell_key": ["k1", "k2", "k3"], "endpoint": "e", "language": ["en", "zh", "zh"],
-        "framing": ["none", "none", "persona"], "country": [None, None, "Japan"], "seed": [1, 1, 1],
-        "temperature": [0.0] * 3, "option_order": [[1, 2, 3, 4, 5], [2, 1, 3, 4, 5], [1, 2, 3, 4, 5]],
-        "shuffle_seed": [None, 9, 4], "response_text": ["2", "3", "4"],
-    })
-    answers = pl.DataFrame({"cell_key": ["k1", "k2", "k3"], "question": [1, 1, 1], "option_id": [2, 3, 4],
-                            "status": ["ok"] * 3, "parser_version": "x"})
+    responses = pl.DataFrame(
+        {
+            "cell_key": ["k1", "k2", "k3"],
+            "endpoint": "e",
+            "language": ["en", "zh", "zh"],
+            "framing": ["none", "none", "persona"],
+            "country": [None, None, "Japan"],
+            "seed": [1, 1, 1],
+            "temperature": [0.0] * 3,
+            "option_order": [[1, 2, 3, 4, 5], [2, 1, 3, 4, 5], [1, 2, 3, 4, 5]],
+            "shuffle_seed": [None, 9, 4],
+            "response_text": ["2", "3", "4"],
+        }
+    )
+    answers = pl.DataFrame(
+        {
+            "cell_key": ["k1", "k2", "k3"],
+            "question": [1, 1, 1],
+            "option_id": [2, 3, 4],
+            "status": ["ok"] * 3,
+            "parser_version": "x",
+        }
+    )
     for name, frame in (("responses", responses), ("answers", answers)):
         (tmp_path / name).mkdir()
         frame.write_parquet(tmp_path / name / "part-000001.parquet")

@@ -17,9 +17,20 @@ from runner.parse.policy import Policy
 # Two countries answer identically, two units (seeds) each. Per country:
 #   Q1:  seed 1 ok 2,  seed 2 refusal          Q2:  both ambiguous
 #   Q15: seed 1 ok 5,  seed 2 no_answer        Q18: both ok 1            Q21, Q24: both ok 3
-ROWS = [(1, 1, "ok", 2), (1, 2, "refusal", None), (2, 1, "ambiguous", None), (2, 2, "ambiguous", None),
-        (15, 1, "ok", 5), (15, 2, "no_answer", None), (18, 1, "ok", 1), (18, 2, "ok", 1),
-        (21, 1, "ok", 3), (21, 2, "ok", 3), (24, 1, "ok", 3), (24, 2, "ok", 3)]
+ROWS = [
+    (1, 1, "ok", 2),
+    (1, 2, "refusal", None),
+    (2, 1, "ambiguous", None),
+    (2, 2, "ambiguous", None),
+    (15, 1, "ok", 5),
+    (15, 2, "no_answer", None),
+    (18, 1, "ok", 1),
+    (18, 2, "ok", 1),
+    (21, 1, "ok", 3),
+    (21, 2, "ok", 3),
+    (24, 1, "ok", 3),
+    (24, 2, "ok", 3),
+]
 
 # policy → question → (mean, n) over both seeds, worked by hand from ROWS (None: nothing scored)
 EXPECTED = {
@@ -37,16 +48,29 @@ UNITS = {
     Policy("neutral", "neutral"): {1: [2, 3], 2: [3, 3], 15: [3, 3], 18: [3, 3]},
 }
 # UAI = 40(m18 − m15) + 25(m21 − m24), with m21 = m24 = 3
-EXPECTED_UAI = {Policy("drop", "answered"): -160.0, Policy("neutral", "answered"): -120.0,
-                Policy("drop", "neutral"): 0.0, Policy("neutral", "neutral"): 0.0}
+EXPECTED_UAI = {
+    Policy("drop", "answered"): -160.0,
+    Policy("neutral", "answered"): -120.0,
+    Policy("drop", "neutral"): 0.0,
+    Policy("neutral", "neutral"): 0.0,
+}
 
 
 def answers() -> pl.DataFrame:
     return pl.DataFrame(
-        [{"model": "m", "country": country, "seed": seed, "question": q, "status": status, "option_id": option}
-         for country in ("China", "Japan") for q, seed, status, option in ROWS],
-        schema={"model": pl.String, "country": pl.String, "seed": pl.Int64, "question": pl.Int64,
-                "status": pl.String, "option_id": pl.Int16},
+        [
+            {"model": "m", "country": country, "seed": seed, "question": q, "status": status, "option_id": option}
+            for country in ("China", "Japan")
+            for q, seed, status, option in ROWS
+        ],
+        schema={
+            "model": pl.String,
+            "country": pl.String,
+            "seed": pl.Int64,
+            "question": pl.Int64,
+            "status": pl.String,
+            "option_id": pl.Int16,
+        },
     )
 
 
@@ -68,13 +92,14 @@ def test_question_means_and_units_follow_the_policy(policy):
 
 @pytest.mark.parametrize("policy", list(EXPECTED), ids=lambda p: f"{p.unparseable}-{p.health_items}")
 def test_analysis_scores_indices_by_the_policy_and_records_it(policy):
-    tables, summary = analyze_answers(answers().lazy(), AnalysisOptions(n_resamples=20, permutations=9,
-                                                                       policy=policy))
+    tables, summary = analyze_answers(answers().lazy(), AnalysisOptions(n_resamples=20, permutations=9, policy=policy))
     assert summary["policy"] == policy.to_dict()
     uai = tables["indices"].filter(pl.col("country") == "China")["uai"][0]
     assert uai == pytest.approx(EXPECTED_UAI[policy])
-    assert tables["questions"].filter((pl.col("country") == "China") & (pl.col("question") == 15))["mean"][0] \
+    assert (
+        tables["questions"].filter((pl.col("country") == "China") & (pl.col("question") == 15))["mean"][0]
         == EXPECTED[policy][15][0]
+    )
 
 
 def test_default_policy_is_todays_behaviour():
@@ -83,12 +108,15 @@ def test_default_policy_is_todays_behaviour():
     assert summary["policy"] == {"unparseable": "drop", "health_items": "answered"}
 
 
-@pytest.mark.parametrize(("argv", "expected"), [
-    ([], Policy("drop", "answered")),
-    (["--unparseable", "neutral"], Policy("neutral", "answered")),
-    (["--health-items", "neutral"], Policy("drop", "neutral")),
-    (["--unparseable", "neutral", "--health-items", "neutral"], Policy("neutral", "neutral")),
-])
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], Policy("drop", "answered")),
+        (["--unparseable", "neutral"], Policy("neutral", "answered")),
+        (["--health-items", "neutral"], Policy("drop", "neutral")),
+        (["--unparseable", "neutral", "--health-items", "neutral"], Policy("neutral", "neutral")),
+    ],
+)
 def test_analyze_command_passes_the_policy(monkeypatch, tmp_path, capsys, argv, expected):
     import runner.analyze.run as run_module
     from runner.commands import analyze

@@ -33,10 +33,14 @@ def test_analyze_writes_tables_and_provenance(analysed_run):
     out = run / "analysis"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["reference"]["name"] == "hofstede-2015" and summary["undefined_tau"] == "nan"
-    assert summary["bootstrap"] == {"n_resamples": 100, "confidence_level": 0.95, "method": "percentile",
-                                    "unit": ["seed"], "seed": 3, "stream": (
-                                        "stats_core.bootstrap_indices(units per country, n_resamples, "
-                                        "(seed, condition))")}
+    assert summary["bootstrap"] == {
+        "n_resamples": 100,
+        "confidence_level": 0.95,
+        "method": "percentile",
+        "unit": ["seed"],
+        "seed": 3,
+        "stream": ("stats_core.bootstrap_indices(units per country, n_resamples, (seed, condition))"),
+    }
     assert summary["policy"] == {"unparseable": "drop", "health_items": "answered"}
     assert summary["design"]["factors"] == ["model", "temperature", "top_p"]
     assert summary["answers"] == frame.height and summary["conditions"] == 8
@@ -70,12 +74,35 @@ def test_report_is_self_contained_and_renders_in_chromium(analysed_run, tmp_path
 
     chromium = require_program("chromium")
     shot = tmp_path / "shot.png"
-    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    f"--screenshot={shot}", "--window-size=1280,2400", (run / "report" / "index.html").as_uri()],
-                   check=True, capture_output=True, timeout=120)
-    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
-                          (run / "report" / "index.html").as_uri()],
-                         check=True, capture_output=True, timeout=120, text=True).stdout
+    subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--screenshot={shot}",
+            "--window-size=1280,2400",
+            (run / "report" / "index.html").as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    dom = subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--dump-dom",
+            (run / "report" / "index.html").as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+        text=True,
+    ).stdout
     assert dom.count("<img") == page.count("<img")
     import matplotlib.image
 

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import numpy as np
-import polars as pl
 import pytest
 from scipy.stats import f_oneway, pearsonr
-from test_analysis_core import make_answers
 
 from runner.analyze.agreement import masked_mean
 from runner.analyze.design import infer_design
 from runner.analyze.sets import centroid_correlations, disparity, factor_tests, set_separation
 from runner.analyze.units import unit_array
-from runner.survey.reference import load_reference
 from runner.score.indices import indices_from_means
+from runner.survey.reference import load_reference
+from test_analysis_core import make_answers
 
 NINE = ("U.S.A.", "China", "France", "Germany", "Brazil", "India", "Singapore", "Japan", "South Africa")
 
@@ -38,10 +37,14 @@ def test_disparity_reproduces_the_human_row_of_the_paper(units):
     assert table["nations"].to_list() == [9, 9]
     # value-differences study, Table 6 "Human Results": D = 20.330 (sigma with ddof 1 over its Table 3)
     assert table["d_human"][0] == pytest.approx(20.330, abs=5e-4)
-    national = indices_from_means(np.stack([masked_mean(units.values[0, units.countries.index(n)], axis=0)
-                                            for n in NINE]))
-    np.testing.assert_allclose(table.select([f"sigma_{d}" for d in ("pdi", "idv", "mas", "uai", "lto", "ivr")])
-                               .row(0), national.std(axis=0, ddof=1), rtol=1e-9)
+    national = indices_from_means(
+        np.stack([masked_mean(units.values[0, units.countries.index(n)], axis=0) for n in NINE])
+    )
+    np.testing.assert_allclose(
+        table.select([f"sigma_{d}" for d in ("pdi", "idv", "mas", "uai", "lto", "ivr")]).row(0),
+        national.std(axis=0, ddof=1),
+        rtol=1e-9,
+    )
     assert table["mcd"][0] == pytest.approx(national.std(axis=0, ddof=1).mean() / 20.330, rel=1e-4)
 
 
@@ -56,8 +59,10 @@ def test_separation_matches_sklearn_and_the_ss_h_equation(units):
     assert row["silhouette"] == pytest.approx(silhouette_score(x, labels))
     assert row["davies_bouldin"] == pytest.approx(davies_bouldin_score(x, labels))
     # SS_h (Eq. 4-5), written out directly
-    nat = [indices_from_means(np.stack([masked_mean(units.values[c, units.countries.index(n)], axis=0)
-                                        for n in NINE])) for c in (0, 1)]
+    nat = [
+        indices_from_means(np.stack([masked_mean(units.values[c, units.countries.index(n)], axis=0) for n in NINE]))
+        for c in (0, 1)
+    ]
     h = human.matrix(NINE)
 
     def mean_dist(p, others, skip_self):

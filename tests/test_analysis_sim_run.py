@@ -10,8 +10,8 @@ import json
 
 import polars as pl
 import pytest
-from _runner_support import make_spec
 
+from _runner_support import make_spec
 from runner.analyze.load import load_answers
 from runner.analyze.run import AnalysisOptions, analyze_run
 from runner.endpoints.sim import SimConfig, SimServerThread
@@ -24,8 +24,15 @@ PERSONAS = ["United States", "China", "Japan", "Germany", "Brazil"]
 def sim_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("simrun") / "run"
     with SimServerThread(SimConfig(seed=3, refusal_rate=0.05)) as sim:
-        spec = make_spec(sim.base_url, design={"personas": PERSONAS, "questions": list(range(1, 25)),
-                                               "seeds": [1, 2, 3], "temperature": [0.0, 1.0]})
+        spec = make_spec(
+            sim.base_url,
+            design={
+                "personas": PERSONAS,
+                "questions": list(range(1, 25)),
+                "seeds": [1, 2, 3],
+                "temperature": [0.0, 1.0],
+            },
+        )
         run_sweep(spec, run, live=False)
     return run
 

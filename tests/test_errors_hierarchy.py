@@ -50,7 +50,9 @@ def _tree() -> list[tuple[str, str | None, set[str]]]:
 
 def test_walk_imports_the_whole_package_and_finds_the_tree() -> None:
     modules = _runner_modules()
-    assert {"runner.commands.run", "runner.endpoints.sim.app", "runner.parse.policy", "runner.sweep.providers"} <= set(modules)
+    assert {"runner.commands.run", "runner.endpoints.sim.app", "runner.parse.policy", "runner.sweep.providers"} <= set(
+        modules
+    )
     classes = _exception_classes()
     assert {"runner.errors.HofcatError", "runner.errors.SpecError", "runner.errors.LLMError"} <= set(classes)
 
@@ -74,24 +76,43 @@ def test_docstring_tree_names_every_class_once_with_its_real_parent_and_stdlib_b
         assert others == stdlib, name
 
 
-@pytest.mark.parametrize("module,name", [
-    ("runner.endpoints.llm", "LLMError"), ("runner.sweep.probe", "ProbeError"), ("runner.survey.prompts", "PromptError"),
-    ("runner.survey.instrument", "InstrumentError"), ("runner.parse", "PolicyError"), ("runner.endpoints.sim", "SimConfigError"),
-    ("runner.endpoints.sim.chat_request", "BadRequest"),
-])
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("runner.endpoints.llm", "LLMError"),
+        ("runner.sweep.probe", "ProbeError"),
+        ("runner.survey.prompts", "PromptError"),
+        ("runner.survey.instrument", "InstrumentError"),
+        ("runner.parse", "PolicyError"),
+        ("runner.endpoints.sim", "SimConfigError"),
+        ("runner.endpoints.sim.chat_request", "BadRequest"),
+    ],
+)
 def test_old_import_places_still_give_the_one_class(module: str, name: str) -> None:
     assert getattr(importlib.import_module(module), name) is getattr(errors, name)
 
 
 def test_bad_input_errors_stay_value_errors() -> None:
-    for cls in (errors.InputError, errors.PromptError, errors.PolicyError, errors.InstrumentError,
-                errors.SpecError, errors.SimConfigError):
+    for cls in (
+        errors.InputError,
+        errors.PromptError,
+        errors.PolicyError,
+        errors.InstrumentError,
+        errors.SpecError,
+        errors.SimConfigError,
+    ):
         assert issubclass(cls, ValueError) and issubclass(cls, HofcatError)
 
 
-@pytest.mark.parametrize("command,expected", [
-    ("plan", "missing.toml"), ("status", "not-a-run"), ("report", "not-a-run"), ("analyze", "not-a-run"),
-])
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("plan", "missing.toml"),
+        ("status", "not-a-run"),
+        ("report", "not-a-run"),
+        ("analyze", "not-a-run"),
+    ],
+)
 def test_cli_turns_any_hofcat_error_into_one_line_and_exit_2(command: str, expected: str, tmp_path, capsys) -> None:
     from runner.cli import main
 

@@ -11,8 +11,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["stats_core", "runner", "runner.rundir", "runner.survey.vocab", "runner.parse", "runner.endpoints.sim",
-            "runner.sweep.providers"]
+PACKAGES = [
+    "stats_core",
+    "runner",
+    "runner.rundir",
+    "runner.survey.vocab",
+    "runner.parse",
+    "runner.endpoints.sim",
+    "runner.sweep.providers",
+]
 
 
 def _isort_key(name: str) -> tuple[int, str]:
@@ -39,8 +46,13 @@ def test_star_import_gives_exactly_all() -> None:
 
 def _python_sources() -> list[Path]:
     """Every Python file git knows in the repository, tests excepted (they check the extension directly)."""
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout.split()
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     return [ROOT / p for p in listed if not p.startswith("tests/") and (ROOT / p).exists()]
 
 
@@ -49,9 +61,10 @@ def _reaches_native(tree: ast.AST) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import) and any(a.name.split(".")[-1] == "_native" for a in node.names):
             return True
-        if isinstance(node, ast.ImportFrom):
-            if (node.module or "").split(".")[-1] == "_native" or any(a.name == "_native" for a in node.names):
-                return True
+        if isinstance(node, ast.ImportFrom) and (
+            (node.module or "").split(".")[-1] == "_native" or any(a.name == "_native" for a in node.names)
+        ):
+            return True
         if isinstance(node, ast.Constant) and node.value == "stats_core._native":
             return True
     return False
@@ -64,9 +77,16 @@ def test_only_the_backend_module_imports_the_compiled_extension() -> None:
     assert importers == ["stats_core/_backend.py"]
 
 
-@pytest.mark.parametrize("snippet", ["from stats_core import _native", "import stats_core._native as n",
-                                     "from stats_core._native import kendall_tau", "from ._native import x",
-                                     "importlib.import_module('stats_core._native')"])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "from stats_core import _native",
+        "import stats_core._native as n",
+        "from stats_core._native import kendall_tau",
+        "from ._native import x",
+        "importlib.import_module('stats_core._native')",
+    ],
+)
 def test_the_import_check_sees_every_way_of_importing(snippet: str) -> None:
     assert _reaches_native(ast.parse(snippet))
     assert not _reaches_native(ast.parse("from stats_core import _numba  # not _native"))

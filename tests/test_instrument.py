@@ -13,14 +13,33 @@ from runner.survey import paths
 
 # CAT v1 Appendix A, copied verbatim into the repository (provenance: tests/data/papers/README.md).
 PAPER = Path(__file__).parent / "data" / "papers" / "cat-paper-v1.appendix-a.txt"
-SCALE_OF = {**{q: "importance" for q in range(1, 15)}, 15: "frequency", 16: "frequency", 17: "prevention",
-            18: "health", 19: "pride", 20: "frequency_reversed", **{q: "agreement" for q in range(21, 25)}}
+SCALE_OF = {
+    **dict.fromkeys(range(1, 15), "importance"),
+    15: "frequency",
+    16: "frequency",
+    17: "prevention",
+    18: "health",
+    19: "pride",
+    20: "frequency_reversed",
+    **dict.fromkeys(range(21, 25), "agreement"),
+}
 # Prompt instructions the paper printed inside items; none may leak into item texts or intros.
-INSTRUCTION_FRAGMENTS = ("no explanation", "Choose one", "不要解释", "选择一个", "bez vysvetlenia", "Vyberte",
-                         "جواب واحد", "1 2 3 4 5", "private life.", "私人生活", "súkromnom živote")
+INSTRUCTION_FRAGMENTS = (
+    "no explanation",
+    "Choose one",
+    "不要解释",
+    "选择一个",
+    "bez vysvetlenia",
+    "Vyberte",
+    "جواب واحد",
+    "1 2 3 4 5",
+    "private life.",
+    "私人生活",
+    "súkromnom živote",
+)
 
 
-@pytest.fixture()
+@pytest.fixture
 def data_dir(tmp_path, monkeypatch):
     """A private copy of data/ that tests may edit; caches are cleared around it."""
     shutil.copytree(paths.DATA_DIR, tmp_path / "data")

@@ -79,8 +79,11 @@ def test_every_module_is_in_a_layer() -> None:
 @pytest.mark.parametrize("module", [m for m in MODULES if m != "runner"])
 def test_no_module_imports_a_later_stage(module: str) -> None:
     path = MODULES[module]
-    upward = [f"{path.relative_to(ROOT)}:{line}: imports {target}" for target, line in _imports(path)
-              if _layer(target) > _layer(module)]
+    upward = [
+        f"{path.relative_to(ROOT)}:{line}: imports {target}"
+        for target, line in _imports(path)
+        if _layer(target) > _layer(module)
+    ]
     assert upward == []
 
 
@@ -96,7 +99,7 @@ def test_module_level_imports_have_no_cycle() -> None:
         state[node] = 1
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                raise AssertionError("import cycle: " + " → ".join([*trail[trail.index(nxt):], nxt]))
+                raise AssertionError("import cycle: " + " → ".join([*trail[trail.index(nxt) :], nxt]))
             if nxt not in state:
                 visit(nxt, [*trail, nxt])
         state[node] = 2

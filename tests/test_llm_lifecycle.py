@@ -63,10 +63,16 @@ def test_stop_leaves_no_process_and_releases_the_port():
 
 
 def test_context_manager_stops_the_server_when_the_body_raises():
-    with pytest.raises(KeyError):
+    pids = []
+
+    def serve_then_fail() -> None:
         with LocalLLM(slots=1, ctx_per_slot=512) as llm:
-            pid = llm.pid
+            pids.append(llm.pid)
             raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        serve_then_fail()
+    (pid,) = pids
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
@@ -109,8 +115,12 @@ def test_a_taken_port_is_named_in_the_error():
         port = holder.getsockname()[1]
         with pytest.raises(PortInUseError, match=rf"--port {port}: 127\.0\.0\.1:{port} is already in use"):
             LocalLLM(port=port).start()
-        result = subprocess.run([sys.executable, "-m", "runner.cli", "serve-llm", "--port", str(port)],
-                                capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-m", "runner.cli", "serve-llm", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert result.returncode == 2
     assert f"--port {port}" in result.stderr and "already in use" in result.stderr
 
@@ -124,8 +134,12 @@ def test_config_validation_names_the_field():
 
 
 def test_serve_llm_prints_the_url_serves_and_stops_cleanly_on_sigterm():
-    process = subprocess.Popen([sys.executable, "-m", "runner.cli", "serve-llm", "--slots", "1",
-                                "--ctx-size", "512"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "runner.cli", "serve-llm", "--slots", "1", "--ctx-size", "512"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = process.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1"), url

@@ -65,7 +65,11 @@ def test_an_endpoint_that_honours_seeds_is_found_honoured():
     assert probe.seed == "honoured" and probe.seed_honoured
     assert probe.greedy_identical_share == 1.0
     assert [(c.name, c.requests, c.errors) for c in probe.conditions] == [
-        ("t0", 4, 0), ("t0_seed", 4, 0), ("hot_seed", 4, 0), ("hot_seeds", 4, 0)]
+        ("t0", 4, 0),
+        ("t0_seed", 4, 0),
+        ("hot_seed", 4, 0),
+        ("hot_seeds", 4, 0),
+    ]
     assert probe.condition("hot_seeds").distinct_texts == 4
     assert probe.condition("hot_seeds").identical_share == 0.25
     assert probe.condition("hot_seed").seed == 11 and probe.condition("hot_seeds").seed is None
@@ -109,7 +113,7 @@ def test_failures_are_counted_and_all_failing_raises():
     flaky = iter(range(1000))
     probe, _ = _serve_and_probe(lambda b: None if next(flaky) % 4 == 0 else _seeded(b), repeats=4)
     assert sum(c.errors for c in probe.conditions) == 4
-    with pytest.raises(ProbeError, match="all 8 requests .*failed"):
+    with pytest.raises(ProbeError, match=r"all 8 requests .*failed"):
         _serve_and_probe(lambda b: None, repeats=2)
 
 
@@ -156,8 +160,12 @@ def test_hofcat_probe_cli_prints_the_result_as_json():
 
     command = [sys.executable, "-m", "runner.cli", "probe"]
     with SimProcess(["--seed", "1"]) as sim:
-        done = subprocess.run([*command, "--base-url", sim.base_url, "--model", "sim-1", "--repeats", "2"],
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [*command, "--base-url", sim.base_url, "--model", "sim-1", "--repeats", "2"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["endpoint"] == sim.base_url and data["model"] == "sim-1" and data["repeats"] == 2

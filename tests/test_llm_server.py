@@ -15,12 +15,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from runner.survey.cell import Framing, PromptCell
-from runner.survey.constrained import constrained_request_fields
 from runner.endpoints.llm import LocalLLM
 from runner.parse import STATUSES, parse_reply
-from runner.sweep.probe import probe_determinism
+from runner.survey.cell import Framing, PromptCell
+from runner.survey.constrained import constrained_request_fields
 from runner.survey.prompts import build_messages
+from runner.sweep.probe import probe_determinism
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]  # llm tests are slow: `-m "not slow"` skips them
 
@@ -36,6 +36,7 @@ def llm():
 async def _chat_many(llm: LocalLLM, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """POST every body to /chat/completions concurrently; return the decoded JSON responses in order."""
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
+
         async def one(body: dict[str, Any]) -> dict[str, Any]:
             async with session.post(llm.base_url + "/chat/completions", json=body) as response:
                 assert response.status == 200, await response.text()
@@ -97,18 +98,32 @@ def test_determinism_probe_finds_the_seed_honoured(llm):
     data = probe.to_dict()
     assert json.loads(json.dumps(data)) == data
     assert data["seed"] == "honoured" and [c["name"] for c in data["conditions"]] == [
-        "t0", "t0_seed", "hot_seed", "hot_seeds"]
+        "t0",
+        "t0_seed",
+        "hot_seed",
+        "hot_seeds",
+    ]
 
 
 def _cells(reply_format: str) -> list[PromptCell]:
-    return [PromptCell(language="en", mode="item", questions=(q,), reply_format=reply_format,
-                       framing=Framing(kind="persona", country="Japan")) for q in QUESTIONS]
+    return [
+        PromptCell(
+            language="en",
+            mode="item",
+            questions=(q,),
+            reply_format=reply_format,
+            framing=Framing(kind="persona", country="Japan"),
+        )
+        for q in QUESTIONS
+    ]
 
 
 def test_grammar_constrains_the_reply_to_one_digit_and_every_reply_parses(llm):
     cells = _cells("fewshot")
-    bodies = [_body(llm, build_messages(c), max_tokens=4, temperature=1.0, seed=5,
-                    **constrained_request_fields("grammar")) for c in cells]
+    bodies = [
+        _body(llm, build_messages(c), max_tokens=4, temperature=1.0, seed=5, **constrained_request_fields("grammar"))
+        for c in cells
+    ]
     replies = [_text(r) for r in asyncio.run(_chat_many(llm, bodies))]
     assert all(len(t) == 1 and t in "12345" for t in replies), replies
     answers = [parse_reply(t, c).answers[0] for t, c in zip(replies, cells)]
@@ -119,8 +134,12 @@ def test_grammar_constrains_the_reply_to_one_digit_and_every_reply_parses(llm):
 
 def test_json_schema_response_format_gives_valid_objects_that_parse(llm):
     cells = _cells("json")
-    bodies = [_body(llm, build_messages(c), max_tokens=48, temperature=1.0, seed=5,
-                    **constrained_request_fields("json_schema")) for c in cells]
+    bodies = [
+        _body(
+            llm, build_messages(c), max_tokens=48, temperature=1.0, seed=5, **constrained_request_fields("json_schema")
+        )
+        for c in cells
+    ]
     replies = [_text(r) for r in asyncio.run(_chat_many(llm, bodies))]
     for text, cell in zip(replies, cells):
         obj = json.loads(text)

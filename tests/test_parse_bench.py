@@ -19,8 +19,13 @@ def test_bench_checks_correctness_before_timing():
 
 def test_bench_reports_rates_and_the_peer_ratio(capsys):
     result = parse_bench.main(["--seconds", "0.01"])
-    assert set(result) == {"item_replies_per_s", "terse_item_replies_per_s", "survey_replies_per_s",
-                           "naive_item_replies_per_s", "naive_over_parser"}
+    assert set(result) == {
+        "item_replies_per_s",
+        "terse_item_replies_per_s",
+        "survey_replies_per_s",
+        "naive_item_replies_per_s",
+        "naive_over_parser",
+    }
     assert all(value > 0 for value in result.values())
     assert "naive regex" in capsys.readouterr().out
 

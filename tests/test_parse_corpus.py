@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.survey.cell import PromptCell
 from runner.parse import parse_reply
+from runner.survey.cell import PromptCell
 
 CORPUS_DIR = Path(__file__).parent / "data" / "parse_corpus"
 # CAT v2 Appendix I, copied verbatim into the repository (provenance: tests/data/papers/README.md).
@@ -29,8 +29,13 @@ def load_corpus() -> list[dict]:
 
 def cell_of(row: dict) -> PromptCell:
     """The cell a corpus row's reply answered."""
-    return PromptCell(row["language"], row["mode"], tuple(row["questions"]),
-                      option_order=tuple(row["option_order"]), reply_format=row["reply_format"])
+    return PromptCell(
+        row["language"],
+        row["mode"],
+        tuple(row["questions"]),
+        option_order=tuple(row["option_order"]),
+        reply_format=row["reply_format"],
+    )
 
 
 CORPUS = load_corpus()

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runner.parse import parse_reply
 from runner.survey.cell import Framing, PromptCell
 from runner.survey.instrument import languages, load_instrument
-from runner.parse import parse_reply
 from runner.survey.prompts import build_messages, load_templates
 
 ARABIC_INDIC = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
@@ -31,10 +31,13 @@ def cells(draw, mode: str) -> PromptCell:
     templates = load_templates(language)
     kind = draw(st.sampled_from(["none", "persona", "identity"]))
     country = draw(st.sampled_from(sorted(templates["countries"])))
-    framing = {"none": Framing(),
-               "persona": Framing("persona", country),
-               "identity": Framing("identity", country, draw(st.sampled_from([25, 35, 45])),
-                                   draw(st.sampled_from(["male", "female"])))}[kind]
+    framing = {
+        "none": Framing(),
+        "persona": Framing("persona", country),
+        "identity": Framing(
+            "identity", country, draw(st.sampled_from([25, 35, 45])), draw(st.sampled_from(["male", "female"]))
+        ),
+    }[kind]
     questions = (draw(st.integers(1, 24)),) if mode == "item" else tuple(range(1, 25))
     order = tuple(draw(st.permutations([1, 2, 3, 4, 5])))
     reply_format = draw(st.sampled_from(sorted(templates["reply_formats"])))
@@ -46,8 +49,8 @@ def displayed_options(cell: PromptCell, question: int) -> dict[int, str]:
     user = build_messages(cell)[-1]["content"]
     text = load_instrument(cell.language).questions[question].text
     if cell.mode == "item":
-        block = user[user.index(text) + len(text):]
-        return {int(p): label for p, label in re.findall(r"^(\d) = (.+)$", block, re.M)}
+        block = user[user.index(text) + len(text) :]
+        return {int(p): label for p, label in re.findall(r"^(\d) = (.+)$", block, re.MULTILINE)}
     # survey: a group's options line stands above its questions after a section intro, else below them.
     lines = user.splitlines()
     index = next(i for i, line in enumerate(lines) if line.endswith(text))
@@ -65,8 +68,11 @@ def render(cell: PromptCell, question: int, k: int, form: str, wrapper: str) -> 
         return wrapper.format(x=displayed_options(cell, question)[position])
     if form == "english_label":  # a model answering a translated prompt in English names the option itself
         return wrapper.format(x=load_instrument("en").questions[question].label(k))
-    digits = {"ascii": str(position), "arabic": str(position).translate(ARABIC_INDIC),
-              "fullwidth": str(position).translate(FULL_WIDTH)}[form]
+    digits = {
+        "ascii": str(position),
+        "arabic": str(position).translate(ARABIC_INDIC),
+        "fullwidth": str(position).translate(FULL_WIDTH),
+    }[form]
     return wrapper.format(x=digits)
 
 
@@ -92,25 +98,74 @@ def test_survey_round_trip(data, cell):
     chosen = data.draw(st.lists(st.integers(1, 5), min_size=24, max_size=24))
     form = data.draw(st.sampled_from(["ascii", "arabic", "label", "json"]))
     if form == "json":
-        lines = [json.dumps([{"question": q, "option_id": cell.option_order.index(k) + 1, "reason": "..."}
-                             for q, k in zip(cell.questions, chosen)], ensure_ascii=False)]
+        lines = [
+            json.dumps(
+                [
+                    {"question": q, "option_id": cell.option_order.index(k) + 1, "reason": "..."}
+                    for q, k in zip(cell.questions, chosen)
+                ],
+                ensure_ascii=False,
+            )
+        ]
     else:
         lines = [f"{q}. {render(cell, q, k, form, '{x}')}" for q, k in zip(cell.questions, chosen)]
     answers = parse_reply("\n".join(lines), cell).answers
     assert [(a.option_id, a.status) for a in answers] == [(k, "ok") for k in chosen], "\n".join(lines)
 
 
-REPLY_PIECES = st.sampled_from([
-    "1", "2", "3", "4", "5", "7", "0", "2.5", "٣", "３", "三", " or ", " maybe ", "Answer:", "**", "{", "}", '"option_id":',
-    "[", "]", "\n", "1. ", "2) ", "(11) ", "very important", "strongly disagree", "非常重要", "不同意", "أوافق",
-    "súhlasím", "As an AI", "<think>", "</think>", "1 to 5", "4/5", "Q3", "第3题", "= ", "|", "N/A", " ",
-])
+REPLY_PIECES = st.sampled_from(
+    [
+        "1",
+        "2",
+        "3",
+        "4",
+        "5",
+        "7",
+        "0",
+        "2.5",
+        "٣",
+        "３",
+        "三",
+        " or ",
+        " maybe ",
+        "Answer:",
+        "**",
+        "{",
+        "}",
+        '"option_id":',
+        "[",
+        "]",
+        "\n",
+        "1. ",
+        "2) ",
+        "(11) ",
+        "very important",
+        "strongly disagree",
+        "非常重要",
+        "不同意",
+        "أوافق",
+        "súhlasím",
+        "As an AI",
+        "<think>",
+        "</think>",
+        "1 to 5",
+        "4/5",
+        "Q3",
+        "第3题",
+        "= ",
+        "|",
+        "N/A",
+        " ",
+    ]
+)
 
 
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None)
-@given(cell=st.one_of(cells("item"), cells("survey")),
-       text=st.one_of(st.text(max_size=300), st.lists(REPLY_PIECES, max_size=40).map("".join)))
+@given(
+    cell=st.one_of(cells("item"), cells("survey")),
+    text=st.one_of(st.text(max_size=300), st.lists(REPLY_PIECES, max_size=40).map("".join)),
+)
 def test_any_text_parses_to_well_formed_answers(cell, text):
     result = parse_reply(text, cell)
     assert [a.question for a in result.answers] == list(cell.questions)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from _runner_support import make_spec
 
+from _runner_support import make_spec
 from runner.endpoints.sim import SimConfig, SimServerThread
 from runner.parse import ParseResult, parse_reply
 from runner.parse.answers import CURRENT, Parser, answers_table
@@ -34,7 +34,7 @@ def _digests(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.parquet"))}
 
 
-@pytest.fixture()
+@pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
     out = tmp_path / "run"
     with SimServerThread(SimConfig(seed=3, chatty_rate=0.3)) as sim:
@@ -56,7 +56,8 @@ def test_a_version_bump_rewrites_answers_and_leaves_responses_untouched(run_dir:
     answers = read_dataset(run_dir, "answers")
     assert set(answers.column("parser_version").to_pylist()) == {NEW.version}
     assert answers.select(["cell_key", "question", "hedged"]).equals(
-        _expected(run_dir, NEW).select(["cell_key", "question", "hedged"]))
+        _expected(run_dir, NEW).select(["cell_key", "question", "hedged"])
+    )
     old = _expected(run_dir, CURRENT)
     assert answers.column("hedged").to_pylist() == [not h for h in old.column("hedged").to_pylist()]
     manifest = read_manifest(run_dir)
@@ -88,15 +89,20 @@ def test_a_crash_mid_reparse_leaves_whole_parts_and_a_rerun_finishes(run_dir: Pa
     with pytest.raises(RuntimeError, match="killed mid-reparse"):
         reparse(run_dir, Parser(NEW.version, dies_on_third_part))
     (run_dir / ".tmp" / "answers-part-000003.parquet").write_bytes(b"PAR1 half a part")  # as if killed mid-write
-    versions = {pq.read_table(p, columns=["parser_version"]).column(0).to_pylist()[0]
-                for p in (run_dir / "answers").glob("*.parquet")}
+    versions = {
+        pq.read_table(p, columns=["parser_version"]).column(0).to_pylist()[0]
+        for p in (run_dir / "answers").glob("*.parquet")
+    }
     assert versions == {CURRENT.version, NEW.version}  # some parts rewritten, the others untouched, all whole
     assert read_manifest(run_dir)["parser_version"] == CURRENT.version  # recorded only once all parts are done
     result = reparse(run_dir, NEW)
     assert 0 < result.rewritten < parts
     assert not list((run_dir / ".tmp").iterdir())
-    assert read_dataset(run_dir, "answers").select(["cell_key", "question", "hedged", "parser_version"]).equals(
-        _expected(run_dir, NEW).select(["cell_key", "question", "hedged", "parser_version"]))
+    assert (
+        read_dataset(run_dir, "answers")
+        .select(["cell_key", "question", "hedged", "parser_version"])
+        .equals(_expected(run_dir, NEW).select(["cell_key", "question", "hedged", "parser_version"]))
+    )
 
 
 def test_reparse_command_rebuilds_a_missing_part_and_says_so(run_dir: Path) -> None:

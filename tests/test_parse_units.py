@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from runner.survey.cell import PromptCell
 from runner.parse import parse_reply
 from runner.parse.labels import matcher
 from runner.parse.normalize import bare, normalize
+from runner.survey.cell import PromptCell
 
 ALL = tuple(range(1, 25))
 
@@ -21,34 +21,40 @@ def test_normalize_maps_digits_and_folds_arabic():
     assert bare("**Disagree**.") == "disagree"
 
 
-@pytest.mark.parametrize(("language", "scale", "text", "expected"), [
-    ("en", "agreement", "i strongly disagree", [5]),
-    ("en", "agreement", "disagree, not agree", [4]),  # "agree" negated; "disagree" is not "agree"
-    ("en", "importance", "not very important but of little importance", [4]),
-    ("en", "frequency", "usually, or always", [2, 1]),
-    ("zh", "agreement", "我不同意，而不是强烈不同意", [4]),  # second is negated by 不是
-    ("zh", "importance", "非常不重要或无关紧要", [5]),
-    ("ar", "agreement", normalize("أختلف بشدة"), [5]),
-    ("sk", "agreement", "nesúhlasím", [4]),  # "súhlasím" inside it is not a match
-    ("sk", "pride", "nie veľmi hrdý", [4]),
-])
+@pytest.mark.parametrize(
+    ("language", "scale", "text", "expected"),
+    [
+        ("en", "agreement", "i strongly disagree", [5]),
+        ("en", "agreement", "disagree, not agree", [4]),  # "agree" negated; "disagree" is not "agree"
+        ("en", "importance", "not very important but of little importance", [4]),
+        ("en", "frequency", "usually, or always", [2, 1]),
+        ("zh", "agreement", "我不同意，而不是强烈不同意", [4]),  # second is negated by 不是
+        ("zh", "importance", "非常不重要或无关紧要", [5]),
+        ("ar", "agreement", normalize("أختلف بشدة"), [5]),
+        ("sk", "agreement", "nesúhlasím", [4]),  # "súhlasím" inside it is not a match
+        ("sk", "pride", "nie veľmi hrdý", [4]),
+    ],
+)
 def test_labels_longest_first_whole_word_not_negated(language, scale, text, expected):
     assert [option for _, _, option in matcher(language, scale).find(text)] == expected
 
 
-@pytest.mark.parametrize(("text", "option", "status"), [
-    ("On a scale from 1 to 5, 4.", 4, "ok"),
-    ("Question 3: I'd say 2", 2, "ok"),
-    ("Q12 -> 5", 5, "ok"),
-    ("I'd give it 4 out of 5.", 4, "ok"),
-    ("1 = of utmost importance, 2 = very important, 3 = of moderate importance. I pick 3.", 3, "ok"),
-    ("I have worked 10 years; 2.", 2, "ok"),
-    ("I'd say 2 or 3", None, "ambiguous"),
-    ("Answer: 2. Answer: 4.", None, "ambiguous"),
-    ("Answer: 2, or perhaps 4.", 2, "ok"),
-    ("Answer: 66", None, "out_of_range"),
-    ("Very important (2); for others it is of utmost importance.", 2, "ok"),
-])
+@pytest.mark.parametrize(
+    ("text", "option", "status"),
+    [
+        ("On a scale from 1 to 5, 4.", 4, "ok"),
+        ("Question 3: I'd say 2", 2, "ok"),
+        ("Q12 -> 5", 5, "ok"),
+        ("I'd give it 4 out of 5.", 4, "ok"),
+        ("1 = of utmost importance, 2 = very important, 3 = of moderate importance. I pick 3.", 3, "ok"),
+        ("I have worked 10 years; 2.", 2, "ok"),
+        ("I'd say 2 or 3", None, "ambiguous"),
+        ("Answer: 2. Answer: 4.", None, "ambiguous"),
+        ("Answer: 2, or perhaps 4.", 2, "ok"),
+        ("Answer: 66", None, "out_of_range"),
+        ("Very important (2); for others it is of utmost importance.", 2, "ok"),
+    ],
+)
 def test_what_counts_as_the_answer(text, option, status):
     answer = parse_reply(text, PromptCell("en", "item", (1,))).answers[0]
     assert (answer.option_id, answer.status) == (option, status)

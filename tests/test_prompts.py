@@ -19,7 +19,7 @@ HOFSTEDE = paths.DATA_DIR / "reference" / "hofstede_6d_2015.csv"
 ALL = tuple(range(1, 25))
 
 
-@pytest.fixture()
+@pytest.fixture
 def data_dir(tmp_path, monkeypatch):
     """A private copy of data/ that tests may edit; caches are cleared around it."""
     shutil.copytree(paths.DATA_DIR, tmp_path / "data")
@@ -35,12 +35,16 @@ def test_item_prompt_is_exactly_as_specified():
     cell = PromptCell("en", "item", (1,))
     assert build_messages(cell) == [
         {"role": "system", "content": "Reply with the number of your answer only, with no explanation."},
-        {"role": "user", "content": (
-            "Answer the question below by choosing one of the following options.\n\n"
-            "In choosing an ideal job, how important would it be to you to:\n"
-            "have sufficient time for your personal or home life\n\n"
-            "1 = of utmost importance\n2 = very important\n3 = of moderate importance\n"
-            "4 = of little importance\n5 = of very little or no importance")},
+        {
+            "role": "user",
+            "content": (
+                "Answer the question below by choosing one of the following options.\n\n"
+                "In choosing an ideal job, how important would it be to you to:\n"
+                "have sufficient time for your personal or home life\n\n"
+                "1 = of utmost importance\n2 = very important\n3 = of moderate importance\n"
+                "4 = of little importance\n5 = of very little or no importance"
+            ),
+        },
     ]
 
 
@@ -50,12 +54,15 @@ def test_shuffled_positions_show_the_option_ids_text():
     assert user.endswith("1 = fair\n2 = very poor\n3 = very good\n4 = poor\n5 = good")
 
 
-@pytest.mark.parametrize(("language", "country", "expected"), [
-    ("en", "U.S.A.", "Act like you are someone from the United States and answer"),
-    ("zh", "China", "请假装你是一位来自中国的人"),
-    ("ar", "Saudi Arabia", "تصرّف كأنك شخص من المملكة العربية السعودية"),
-    ("sk", "Slovak Rep", "Správajte sa ako človek zo Slovenska"),
-])
+@pytest.mark.parametrize(
+    ("language", "country", "expected"),
+    [
+        ("en", "U.S.A.", "Act like you are someone from the United States and answer"),
+        ("zh", "China", "请假装你是一位来自中国的人"),
+        ("ar", "Saudi Arabia", "تصرّف كأنك شخص من المملكة العربية السعودية"),
+        ("sk", "Slovak Rep", "Správajte sa ako človek zo Slovenska"),
+    ],
+)
 def test_persona_names_the_country_in_the_prompt_language(language, country, expected):
     user = build_messages(PromptCell(language, "item", (5,), Framing("persona", country)))[-1]["content"]
     assert user.startswith(expected)
@@ -135,16 +142,19 @@ def test_template_hash_tracks_exactly_the_texts_a_cell_uses(data_dir):
     assert template_hash(q2) != before[1]
 
 
-@pytest.mark.parametrize(("cell", "message"), [
-    (PromptCell("en", "item", (1, 2)), r"cell\.questions: item mode asks exactly one question"),
-    (PromptCell("en", "item", (25,)), r"cell\.questions: \(25,\) must be question numbers 1-24"),
-    (PromptCell("en", "item", (1,), option_order=(1, 2, 3, 4, 4)), r"cell\.option_order: .* not a permutation"),
-    (PromptCell("en", "item", (1,), reply_format="xml"), r"cell\.reply_format: 'xml' unknown for 'en' \(known: "),
-    (PromptCell("en", "item", (1,), Framing("persona", "Atlantis")), r"cell\.framing\.country: 'Atlantis'"),
-    (PromptCell("en", "item", (1,), Framing("identity", "Japan", None, "male")), r"cell\.framing\.age"),
-    (PromptCell("en", "item", (1,), Framing("identity", "Japan", 30, "robot")), r"cell\.framing\.gender"),
-    (PromptCell("de", "item", (1,)), r"no prompt templates for language 'de'"),
-])
+@pytest.mark.parametrize(
+    ("cell", "message"),
+    [
+        (PromptCell("en", "item", (1, 2)), r"cell\.questions: item mode asks exactly one question"),
+        (PromptCell("en", "item", (25,)), r"cell\.questions: \(25,\) must be question numbers 1-24"),
+        (PromptCell("en", "item", (1,), option_order=(1, 2, 3, 4, 4)), r"cell\.option_order: .* not a permutation"),
+        (PromptCell("en", "item", (1,), reply_format="xml"), r"cell\.reply_format: 'xml' unknown for 'en' \(known: "),
+        (PromptCell("en", "item", (1,), Framing("persona", "Atlantis")), r"cell\.framing\.country: 'Atlantis'"),
+        (PromptCell("en", "item", (1,), Framing("identity", "Japan", None, "male")), r"cell\.framing\.age"),
+        (PromptCell("en", "item", (1,), Framing("identity", "Japan", 30, "robot")), r"cell\.framing\.gender"),
+        (PromptCell("de", "item", (1,)), r"no prompt templates for language 'de'"),
+    ],
+)
 def test_bad_cells_are_rejected_naming_the_field(cell, message):
     with pytest.raises(PromptError, match=message):
         build_messages(cell)
@@ -164,8 +174,11 @@ def test_bad_placeholder_names_file_key_and_allowed_fields(data_dir):
     raw = json.loads(path.read_text())
     raw["instructions"]["item"]["persona"] = "Act like you are someone from {nation}."
     path.write_text(json.dumps(raw))
-    with pytest.raises(PromptError, match=r"en\.json: instructions\.item\.persona: bad placeholder 'nation' "
-                                          r"\(allowed for framing 'persona': \{country\}\)"):
+    with pytest.raises(
+        PromptError,
+        match=r"en\.json: instructions\.item\.persona: bad placeholder 'nation' "
+        r"\(allowed for framing 'persona': \{country\}\)",
+    ):
         build_messages(PromptCell("en", "item", (1,), Framing("persona", "Japan")))
 
 

@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
-from _runner_support import spec_text
 
 import runner as hofcat
+from _runner_support import spec_text
 from runner.endpoints.sim import SimConfig, SimServerThread
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,13 +19,14 @@ def test_import_is_light_and_every_public_name_resolves() -> None:
     import subprocess
     import sys
 
-    code = "import runner, sys; print(sorted(m for m in ('polars', 'numpy', 'aiohttp', 'runner.sweep') if m in sys.modules))"
+    heavy = "('polars', 'numpy', 'aiohttp', 'runner.sweep')"
+    code = f"import runner, sys; print(sorted(m for m in {heavy} if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
     for name in hofcat.__all__:
         assert getattr(hofcat, name) is not None
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        hofcat.nope  # noqa: B018
+        hofcat.nope
 
 
 def test_the_blocking_run_refuses_a_running_loop_and_names_the_awaitable(tmp_path: Path) -> None:
@@ -65,7 +66,7 @@ def test_awaitable_api_runs_analyses_reports_and_reads_the_tidy_table(tmp_path: 
 def _doc_code() -> str:
     """The Python blocks of docs/python-api.md, in order (the notebook example)."""
     text = (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
-    return "\n".join(re.findall(r"```python\n(.*?)```", text, flags=re.S))
+    return "\n".join(re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL))
 
 
 def test_the_documented_notebook_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,8 +75,11 @@ def test_the_documented_notebook_example_runs(tmp_path: Path, monkeypatch: pytes
     monkeypatch.chdir(tmp_path)
     with SimServerThread(SimConfig(seed=2)) as sim:
         quickstart = (ROOT / "runner" / "data" / "examples" / "quickstart.toml").read_text(encoding="utf-8")
-        small = quickstart.replace("http://127.0.0.1:8011/v1", sim.base_url).replace(
-            "seeds = [1, 2, 3, 4, 5]", "seeds = [1, 2]").replace("temperature = [0.0, 0.5, 1.0]", "temperature = [0.7]")
+        small = (
+            quickstart.replace("http://127.0.0.1:8011/v1", sim.base_url)
+            .replace("seeds = [1, 2, 3, 4, 5]", "seeds = [1, 2]")
+            .replace("temperature = [0.0, 0.5, 1.0]", "temperature = [0.7]")
+        )
         assert small != quickstart
         Path("quickstart.toml").write_text(small, encoding="utf-8")
         # A notebook runs top-level ``await``: the same cells as the body of one coroutine.

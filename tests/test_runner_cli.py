@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from _runner_support import spec_text
 
+from _runner_support import spec_text
 from runner.cli import main
-from runner.sweep.progress import EndpointStats, Progress, RunStats
 from runner.endpoints.sim import SimConfig, SimServerThread
+from runner.sweep.progress import EndpointStats, Progress, RunStats
 
 
 @pytest.mark.parametrize("command", ["run", "plan", "status"])
@@ -26,8 +26,13 @@ def test_help(command: str, capsys) -> None:
 
 def test_plan_counts_tokens_and_cost(tmp_path: Path, capsys) -> None:
     spec = tmp_path / "s.toml"
-    spec.write_text(spec_text("http://127.0.0.1:9/v1", endpoint={"price_input_per_1k": 2.0, "price_output_per_1k": 10.0},
-                              design={"max_tokens": 5}))
+    spec.write_text(
+        spec_text(
+            "http://127.0.0.1:9/v1",
+            endpoint={"price_input_per_1k": 2.0, "price_output_per_1k": 10.0},
+            design={"max_tokens": 5},
+        )
+    )
     assert main(["plan", str(spec), "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     e = plan["endpoints"]["sim"]
@@ -100,6 +105,10 @@ def test_live_display_renders_on_a_terminal() -> None:
 
 
 def test_hofcat_run_script_entry_point(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "runner.cli", "status", str(tmp_path / "missing")],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "runner.cli", "status", str(tmp_path / "missing")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "not a readable hofcat run manifest" in done.stderr

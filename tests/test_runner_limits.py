@@ -8,10 +8,10 @@ import random
 from pathlib import Path
 
 import pytest
-from _runner_support import check_run_dir, make_spec
 
-from runner.sweep.limits import AdaptiveConcurrency, RateLimiter
+from _runner_support import check_run_dir, make_spec
 from runner.endpoints.sim import SimConfig, SimServerThread, max_in_window
+from runner.sweep.limits import AdaptiveConcurrency, RateLimiter
 from runner.sweep.session import run_sweep
 
 
@@ -36,12 +36,14 @@ class FakeTime:
         self.advance(self.now + seconds)
 
     def finish_later(self, ticket: object, limiter: RateLimiter, latency_s: float, tokens: float | None = None) -> None:
-        heapq.heappush(self.finishing, (self.now + latency_s, len(self.finishing) + id(ticket) % 997, ticket,
-                                        limiter, tokens))
+        heapq.heappush(
+            self.finishing, (self.now + latency_s, len(self.finishing) + id(ticket) % 997, ticket, limiter, tokens)
+        )
 
 
 def _admissions(limiter: RateLimiter, fake: FakeTime, gaps: list[float], latencies: list[float]) -> list[float]:
     """Admission times of requests arriving after ``gaps``, each finishing its latency after admission."""
+
     async def go() -> list[float]:
         out = []
         for gap, latency in zip(gaps, latencies, strict=True):
@@ -66,7 +68,9 @@ def test_no_window_can_exceed_the_limits_wherever_the_server_saw_each_request(se
     # random points between; no placement may put more than the limit in a window.
     for trial in range(20):
         where = [0.0, 1.0][trial] if trial < 2 else None
-        seen = [s + lat * (where if where is not None else rng.random()) for s, lat in zip(starts, latencies, strict=True)]
+        seen = [
+            s + lat * (where if where is not None else rng.random()) for s, lat in zip(starts, latencies, strict=True)
+        ]
         assert max_in_window(seen, 60.0) <= 30
         assert max_in_window(seen, 1.0) <= 4
     assert max_in_window(starts, 60.0) == 30  # the limit is reached, not just respected
@@ -144,10 +148,11 @@ def test_adaptive_concurrency_never_exceeds_its_cap_and_serves_in_order() -> Non
 def test_requests_per_window_and_burst_hold_on_the_server_clock(tmp_path: Path) -> None:
     # A scaled window (3 s instead of 60 s) so the test takes seconds: 12 per window, 5 per second.
     with SimServerThread(SimConfig(seed=4)) as sim:
-        spec = make_spec(sim.base_url, endpoint={"requests_per_minute": 12, "rate_window_s": 3.0, "burst": 5,
-                                                 "max_concurrency": 16},
-                         design={"personas": ["China"], "questions": list(range(1, 16)), "seeds": [1, 2],
-                                 "temperature": [0.0]})
+        spec = make_spec(
+            sim.base_url,
+            endpoint={"requests_per_minute": 12, "rate_window_s": 3.0, "burst": 5, "max_concurrency": 16},
+            design={"personas": ["China"], "questions": list(range(1, 16)), "seeds": [1, 2], "temperature": [0.0]},
+        )
         run_sweep(spec, tmp_path / "run", live=False)
         arrivals = [e.arrival_s for e in sim.log.entries()]
     assert len(check_run_dir(tmp_path / "run", spec)) == 30 == len(arrivals)
@@ -160,9 +165,16 @@ def test_requests_per_window_and_burst_hold_on_the_server_clock(tmp_path: Path) 
 def test_a_misconfigured_limit_converges_through_adaptive_concurrency(tmp_path: Path) -> None:
     # The server allows 20 requests per second; the client was told nothing and starts 32 at once.
     with SimServerThread(SimConfig(seed=6, burst=20)) as sim:
-        spec = make_spec(sim.base_url, endpoint={"max_concurrency": 32, "max_retries": 20},
-                         design={"personas": ["China", "Japan"], "questions": list(range(1, 25)), "seeds": [1],
-                                 "temperature": [0.0]})
+        spec = make_spec(
+            sim.base_url,
+            endpoint={"max_concurrency": 32, "max_retries": 20},
+            design={
+                "personas": ["China", "Japan"],
+                "questions": list(range(1, 25)),
+                "seeds": [1],
+                "temperature": [0.0],
+            },
+        )
         from runner.sweep.execute import Executor
 
         limits_seen: list[int] = []

@@ -9,12 +9,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from _runner_support import check_run_dir, make_spec
 from aiohttp import web
 
-from runner.sweep.providers import ChatRequest, get_provider
+from _runner_support import check_run_dir, make_spec
 from runner.errors import UnreadableBody
 from runner.rundir import read_dataset
+from runner.sweep.providers import ChatRequest, get_provider
 from runner.sweep.session import run_sweep
 
 
@@ -30,24 +30,37 @@ class ShapeServer:
 
     async def _handle(self, request: web.Request) -> web.Response:
         body = await request.json()
-        self.requests.append({"path": request.path, "query": request.query_string, "headers": dict(request.headers),
-                              "body": body})
+        self.requests.append(
+            {"path": request.path, "query": request.query_string, "headers": dict(request.headers), "body": body}
+        )
         n = len(self.requests)
         if n % 5 == 0:  # every fifth attempt is rate limited, in this provider's header dialect
-            headers = ({"retry-after": "0"} if self.provider == "anthropic" else {"Retry-After": "0"})
+            headers = {"retry-after": "0"} if self.provider == "anthropic" else {"Retry-After": "0"}
             return web.json_response({"error": {"type": "rate_limit_error"}}, status=429, headers=headers)
         text = f"{n % 5}"
         if self.provider == "openai":
-            return web.json_response({"choices": [{"message": {"role": "assistant", "content": text},
-                                                   "finish_reason": "stop"}],
-                                      "usage": {"prompt_tokens": 40 + n, "completion_tokens": 1}})
+            return web.json_response(
+                {
+                    "choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 40 + n, "completion_tokens": 1},
+                }
+            )
         if self.provider == "anthropic":
-            return web.json_response({"type": "message", "role": "assistant", "stop_reason": "end_turn",
-                                      "content": [{"type": "text", "text": text}],
-                                      "usage": {"input_tokens": 40 + n, "output_tokens": 1}})
-        return web.json_response({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
-                                                  "finishReason": "STOP"}],
-                                  "usageMetadata": {"promptTokenCount": 40 + n, "candidatesTokenCount": 1}})
+            return web.json_response(
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "stop_reason": "end_turn",
+                    "content": [{"type": "text", "text": text}],
+                    "usage": {"input_tokens": 40 + n, "output_tokens": 1},
+                }
+            )
+        return web.json_response(
+            {
+                "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}],
+                "usageMetadata": {"promptTokenCount": 40 + n, "candidatesTokenCount": 1},
+            }
+        )
 
     def __enter__(self) -> ShapeServer:
         self._thread.start()
@@ -77,10 +90,17 @@ def test_provider_round_trip_against_its_own_shape(provider: str, tmp_path: Path
     monkeypatch.setenv("HOFCAT_TEST_KEY", "k-provider-test-123")
     stream = io.StringIO()
     with ShapeServer(provider) as server:
-        spec = make_spec(server.base_url, endpoint={"provider": provider, "model": "m-1", "api_key_env": "HOFCAT_TEST_KEY",
-                                                     "max_concurrency": 2},
-                         design={"personas": ["China"], "questions": [1, 2, 3], "seeds": [1, 2], "temperature": [0.3],
-                                 "top_p": [0.9]})
+        spec = make_spec(
+            server.base_url,
+            endpoint={"provider": provider, "model": "m-1", "api_key_env": "HOFCAT_TEST_KEY", "max_concurrency": 2},
+            design={
+                "personas": ["China"],
+                "questions": [1, 2, 3],
+                "seeds": [1, 2],
+                "temperature": [0.3],
+                "top_p": [0.9],
+            },
+        )
         result = run_sweep(spec, tmp_path / "run", live=False, stream=stream)
     rows = check_run_dir(tmp_path / "run", spec)
     assert result.stored == 6 and len(rows) == 6
@@ -107,8 +127,11 @@ def test_provider_round_trip_against_its_own_shape(provider: str, tmp_path: Path
             assert body["generationConfig"]["temperature"] == 0.3 and body["generationConfig"]["topP"] == 0.9
             assert body["generationConfig"]["maxOutputTokens"] == 64 and body["generationConfig"]["seed"] in (1, 2)
     notes = [line for line in stream.getvalue().splitlines() if "takes no" in line]
-    assert notes == (["hofcat: endpoint 'sim': the anthropic API takes no seed; requests are sent without it"]
-                     if provider == "anthropic" else [])
+    assert notes == (
+        ["hofcat: endpoint 'sim': the anthropic API takes no seed; requests are sent without it"]
+        if provider == "anthropic"
+        else []
+    )
     assert read_dataset(tmp_path / "run", "answers").num_rows == 6
 
 
@@ -116,30 +139,54 @@ def test_openai_mapping_passes_every_sampling_parameter_and_reads_refusals() -> 
     provider = get_provider("openai")
     call = provider.call("http://h/v1", "sk-1", ChatRequest("gpt", [{"role": "user", "content": "q"}], 3, 0.5, 0.9, 8))
     assert call.url == "http://h/v1/chat/completions" and call.headers["Authorization"] == "Bearer sk-1"
-    assert call.body == {"model": "gpt", "messages": [{"role": "user", "content": "q"}], "temperature": 0.5,
-                         "top_p": 0.9, "max_tokens": 8, "seed": 3}
-    messages = [{"role": "system", "content": "s \u00e9"}, {"role": "user", "content": "q \"1\""}]
-    spliced = provider.call("http://h/v1", None, ChatRequest("gpt", messages, None, 1.0, 0.5, 9,
-                                                             json.dumps(messages, separators=(",", ":"))))
+    assert call.body == {
+        "model": "gpt",
+        "messages": [{"role": "user", "content": "q"}],
+        "temperature": 0.5,
+        "top_p": 0.9,
+        "max_tokens": 8,
+        "seed": 3,
+    }
+    messages = [{"role": "system", "content": "s \u00e9"}, {"role": "user", "content": 'q "1"'}]
+    spliced = provider.call(
+        "http://h/v1",
+        None,
+        ChatRequest("gpt", messages, None, 1.0, 0.5, 9, json.dumps(messages, separators=(",", ":"))),
+    )
     assert json.loads(spliced.data) == spliced.body and "seed" not in spliced.body  # same request, pre-serialized
-    reply = provider.reply({"choices": [{"message": {"content": None, "refusal": "I can't"}, "finish_reason": "stop"}],
-                            "usage": {"prompt_tokens": 9, "completion_tokens": 2}})
+    reply = provider.reply(
+        {
+            "choices": [{"message": {"content": None, "refusal": "I can't"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 9, "completion_tokens": 2},
+        }
+    )
     assert (reply.text, reply.finish_reason, reply.input_tokens, reply.output_tokens) == ("I can't", "stop", 9, 2)
 
 
-@pytest.mark.parametrize("provider,body", [
-    ("openai", {"choices": []}), ("openai", {"error": "x"}), ("openai", [1, 2]),
-    ("anthropic", {"content": "text"}), ("anthropic", {"content": [{"type": "text", "text": 3}]}),
-    ("gemini", {"candidates": []}), ("gemini", {"candidates": [{"content": {"parts": [{"text": 1}]}}]}),
-])
+@pytest.mark.parametrize(
+    ("provider", "body"),
+    [
+        ("openai", {"choices": []}),
+        ("openai", {"error": "x"}),
+        ("openai", [1, 2]),
+        ("anthropic", {"content": "text"}),
+        ("anthropic", {"content": [{"type": "text", "text": 3}]}),
+        ("gemini", {"candidates": []}),
+        ("gemini", {"candidates": [{"content": {"parts": [{"text": 1}]}}]}),
+    ],
+)
 def test_wrong_reply_shapes_are_unreadable_bodies(provider: str, body: object) -> None:
     with pytest.raises(UnreadableBody, match=provider):
         get_provider(provider).reply(body)
 
 
 def test_anthropic_omits_top_p_at_its_default_and_gemini_maps_assistant_turns() -> None:
-    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
-                {"role": "assistant", "content": "a"}, {"role": "user", "content": "u2"}]
+    messages = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "u"},
+        {"role": "assistant", "content": "a"},
+        {"role": "user", "content": "u2"},
+    ]
     anthropic = get_provider("anthropic").call("http://h", None, ChatRequest("c", messages, 1, 0.0, 1.0, 5))
     assert "top_p" not in anthropic.body and "x-api-key" not in anthropic.headers
     assert [m["role"] for m in anthropic.body["messages"]] == ["user", "assistant", "user"]

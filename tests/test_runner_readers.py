@@ -10,8 +10,8 @@ import pandas as pd
 import polars as pl
 import pyarrow.dataset as ds
 import pytest
-from _runner_support import make_spec
 
+from _runner_support import make_spec
 from runner.endpoints.sim import SimConfig, SimServerThread
 from runner.rundir import ANSWER_SCHEMA, PROMPT_SCHEMA, RESPONSE_SCHEMA
 from runner.sweep.session import run_sweep
@@ -23,8 +23,11 @@ SCHEMAS = {"responses": RESPONSE_SCHEMA, "answers": ANSWER_SCHEMA, "prompts": PR
 def run_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("readers") / "run"
     with SimServerThread(SimConfig(seed=1, refusal_rate=0.2)) as sim:
-        spec = make_spec(sim.base_url, run={"batch_rows": 7}, design={"mode": "survey", "seeds": [1, 2, 3],
-                                                                       "personas": ["China", "Japan", "Mexico"]})
+        spec = make_spec(
+            sim.base_url,
+            run={"batch_rows": 7},
+            design={"mode": "survey", "seeds": [1, 2, 3], "personas": ["China", "Japan", "Mexico"]},
+        )
         assert run_sweep(spec, out, live=False).stored == 18
     return out
 
@@ -62,6 +65,6 @@ def test_answers_join_responses_on_cell_key(run_dir: Path) -> None:
 def test_docs_list_every_column(run_dir: Path) -> None:
     root = Path(__file__).resolve().parent.parent  # the schema tables live in the README (moved from docs/runner.md)
     docs = (root / "README.md").read_text() + (root / "docs" / "runner.md").read_text()
-    documented = set(re.findall(r"^\| `(\w+)` \|", docs, flags=re.M))
+    documented = set(re.findall(r"^\| `(\w+)` \|", docs, flags=re.MULTILINE))
     for schema in SCHEMAS.values():
         assert set(schema.names) <= documented

@@ -12,18 +12,25 @@ from pathlib import Path
 import pytest
 
 from _runner_support import check_run_dir, spec_text
-
 from runner.endpoints.sim import Latency, SimConfig, SimServerThread
-from runner.sweep.spec import parse_spec
 from runner.rundir import read_dataset, read_manifest
+from runner.sweep.spec import parse_spec
 
-DESIGN = {"personas": ["United States", "China", "Japan"], "questions": list(range(1, 25)), "seeds": [1, 2, 3],
-          "temperature": [0.7]}  # 216 cells
+DESIGN = {
+    "personas": ["United States", "China", "Japan"],
+    "questions": list(range(1, 25)),
+    "seeds": [1, 2, 3],
+    "temperature": [0.7],
+}  # 216 cells
 
 
 def _start_run(spec_path: Path, out: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "runner.cli", "run", str(spec_path), "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "runner.cli", "run", str(spec_path), "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for_parts(out: Path, parts: int, process: subprocess.Popen, timeout_s: float = 60.0) -> None:
@@ -37,15 +44,17 @@ def _wait_for_parts(out: Path, parts: int, process: subprocess.Popen, timeout_s:
 
 
 def _spec(tmp_path: Path, base_url: str) -> tuple[Path, object]:
-    text = spec_text(base_url, run={"batch_rows": 20, "flush_interval_s": 0.2},
-                     endpoint={"max_concurrency": 4}, design=DESIGN)
+    text = spec_text(
+        base_url, run={"batch_rows": 20, "flush_interval_s": 0.2}, endpoint={"max_concurrency": 4}, design=DESIGN
+    )
     path = tmp_path / "spec.toml"
     path.write_text(text)
     return path, parse_spec(text)
 
 
-def _run_until_parts_then_signal(tmp_path: Path, sim: SimServerThread, out: Path, parts: int,
-                                 sig: signal.Signals) -> tuple[Path, object, subprocess.Popen]:
+def _run_until_parts_then_signal(
+    tmp_path: Path, sim: SimServerThread, out: Path, parts: int, sig: signal.Signals
+) -> tuple[Path, object, subprocess.Popen]:
     """Start ``hofcat run`` against ``sim``, wait until it committed ``parts`` parts, then send it ``sig``."""
     spec_path, spec = _spec(tmp_path, sim.base_url)
     process = _start_run(spec_path, out)

@@ -7,7 +7,6 @@ import random
 
 import pytest
 
-from runner.sweep.retry import RetryPolicy, backoff_s, call_with_retries, retry_after_s, should_retry
 from runner.errors import (
     FatalRequestError,
     Interrupted,
@@ -16,24 +15,28 @@ from runner.errors import (
     TransportError,
     UnreadableBody,
 )
+from runner.sweep.retry import RetryPolicy, backoff_s, call_with_retries, retry_after_s, should_retry
 
 NOW = 1445412470.0  # 2015-10-21 07:27:50 UTC
 
 
-@pytest.mark.parametrize("headers,expected", [
-    ({"Retry-After": "3"}, 3.0),
-    ({"retry-after": "1.5"}, 1.5),
-    ({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, 10.0),
-    ({"Retry-After": "Wed, 21 Oct 2015 07:27:00 GMT"}, 0.0),  # a date in the past: no wait
-    ({"retry-after-ms": "250"}, 0.25),
-    ({"retry-after-ms": "250", "Retry-After": "9"}, 0.25),  # the precise header wins
-    ({"x-ratelimit-reset-requests": "6m0s", "x-ratelimit-reset-tokens": "20ms"}, 360.0),
-    ({"x-ratelimit-reset-tokens": "1h2m3.5s"}, 3723.5),
-    ({"x-ratelimit-reset-requests": "2"}, 2.0),
-    ({"anthropic-ratelimit-requests-reset": "2015-10-21T07:28:05Z"}, 15.0),
-    ({"x-ratelimit-reset-requests": "soon"}, None),
-    ({"Content-Type": "application/json"}, None),
-])
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"Retry-After": "3"}, 3.0),
+        ({"retry-after": "1.5"}, 1.5),
+        ({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, 10.0),
+        ({"Retry-After": "Wed, 21 Oct 2015 07:27:00 GMT"}, 0.0),  # a date in the past: no wait
+        ({"retry-after-ms": "250"}, 0.25),
+        ({"retry-after-ms": "250", "Retry-After": "9"}, 0.25),  # the precise header wins
+        ({"x-ratelimit-reset-requests": "6m0s", "x-ratelimit-reset-tokens": "20ms"}, 360.0),
+        ({"x-ratelimit-reset-tokens": "1h2m3.5s"}, 3723.5),
+        ({"x-ratelimit-reset-requests": "2"}, 2.0),
+        ({"anthropic-ratelimit-requests-reset": "2015-10-21T07:28:05Z"}, 15.0),
+        ({"x-ratelimit-reset-requests": "soon"}, None),
+        ({"Content-Type": "application/json"}, None),
+    ],
+)
 def test_retry_after_headers(headers: dict[str, str], expected: float | None) -> None:
     assert retry_after_s(headers, now=NOW) == (None if expected is None else pytest.approx(expected))
 
@@ -50,7 +53,7 @@ def test_backoff_is_full_jitter_exponential_capped_and_never_below_the_servers_w
     rng = random.Random(1)
     for attempt, cap in [(1, 0.5), (2, 1.0), (3, 2.0), (4, 4.0), (9, 4.0)]:
         waits = [backoff_s(attempt, policy, None, rng) for _ in range(2000)]
-        assert 0 <= min(waits) and max(waits) <= cap
+        assert min(waits) >= 0 and max(waits) <= cap
         assert sum(waits) / len(waits) == pytest.approx(cap / 2, rel=0.08)  # uniform on [0, cap]
     assert min(backoff_s(1, policy, 7.0, rng) for _ in range(200)) == 7.0
 
@@ -72,9 +75,14 @@ def _run(outcomes: list[BaseException | str], policy: RetryPolicy):
 
     async def go():
         try:
-            return await call_with_retries(attempt, policy, sleep=sleep, rng=random.Random(0),
-                                           on_retry=lambda exc, w: seen.append(type(exc).__name__))
-        except BaseException as exc:  # noqa: BLE001 - the test inspects whatever came out
+            return await call_with_retries(
+                attempt,
+                policy,
+                sleep=sleep,
+                rng=random.Random(0),
+                on_retry=lambda exc, w: seen.append(type(exc).__name__),
+            )
+        except BaseException as exc:
             return exc, getattr(exc, "attempts", None)
 
     result, attempts = asyncio.run(go())

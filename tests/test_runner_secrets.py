@@ -7,12 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _runner_support import spec_text
 from aiohttp import web
-from test_runner_providers import ShapeServer
 
+from _runner_support import spec_text
 from runner.endpoints.sim import SimConfig, SimServerThread
 from runner.rundir import read_dataset
+from test_runner_providers import ShapeServer
 
 KEY = "sk-planted-4f2b9c1e7d3a"
 
@@ -26,8 +26,13 @@ class EchoingServer(ShapeServer):
 
 def _run(spec: Path, out: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "HOFCAT_PLANTED_KEY": KEY}
-    return subprocess.run([sys.executable, "-m", "runner.cli", "run", str(spec), "--out", str(out), "--log-every", "0.2"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "runner.cli", "run", str(spec), "--out", str(out), "--log-every", "0.2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def _assert_no_key(out: Path, *logs: str) -> None:
@@ -55,15 +60,22 @@ def test_planted_key_is_in_no_file_and_no_log(tmp_path: Path) -> None:
 def test_a_key_echoed_in_an_error_body_is_redacted(tmp_path: Path) -> None:
     with EchoingServer("openai") as server:
         spec = tmp_path / "spec.toml"
-        spec.write_text(spec_text(server.base_url, endpoint={"api_key_env": "HOFCAT_PLANTED_KEY"},
-                                  design={"personas": ["China"], "questions": [1, 2], "seeds": [1], "temperature": [0.0]}))
+        spec.write_text(
+            spec_text(
+                server.base_url,
+                endpoint={"api_key_env": "HOFCAT_PLANTED_KEY"},
+                design={"personas": ["China"], "questions": [1, 2], "seeds": [1], "temperature": [0.0]},
+            )
+        )
         done = _run(spec, tmp_path / "run")
     assert done.returncode == 3 and "2 cells failed for good" in done.stderr, done.stderr
     failures = read_dataset(tmp_path / "run", "failures").to_pylist()
     assert len(failures) == 2
     # resuming without --retry-failed leaves them failed: still not a clean exit
     again = _run(spec, tmp_path / "run")
-    assert again.returncode == 3 and "2 cells failed for good" in again.stderr, again.stderr and all(f["error_class"] == "FatalRequestError" for f in failures)
+    assert again.returncode == 3 and "2 cells failed for good" in again.stderr, again.stderr and all(
+        f["error_class"] == "FatalRequestError" for f in failures
+    )
     assert all(f["attempts"] == 1 and f["http_status"] == 401 for f in failures)  # a 401 is not retried
     assert all("Bearer <redacted>" in f["error_message"] for f in failures)
     _assert_no_key(tmp_path / "run", done.stdout, done.stderr)
@@ -72,7 +84,11 @@ def test_a_key_echoed_in_an_error_body_is_redacted(tmp_path: Path) -> None:
 def test_missing_key_variable_is_a_spec_error_naming_the_variable(tmp_path: Path) -> None:
     spec = tmp_path / "spec.toml"
     spec.write_text(spec_text("http://127.0.0.1:9/v1", endpoint={"api_key_env": "HOFCAT_UNSET_VARIABLE_X"}))
-    done = subprocess.run([sys.executable, "-m", "runner.cli", "run", str(spec), "--out", str(tmp_path / "run")],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "runner.cli", "run", str(spec), "--out", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert "api_key_env = 'HOFCAT_UNSET_VARIABLE_X'" in done.stderr and not (tmp_path / "run").exists()

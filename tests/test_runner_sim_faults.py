@@ -6,11 +6,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from _runner_support import check_run_dir, make_spec, sent_request_keys
 
-from runner.sweep.accounting import run_status
+from _runner_support import check_run_dir, make_spec, sent_request_keys
 from runner.endpoints.sim import SimConfig, SimServerThread
 from runner.rundir import read_dataset, read_manifest
+from runner.sweep.accounting import run_status
 from runner.sweep.session import run_sweep
 
 ANSWERED = ("ok", "refusal", "chatty")  # outcomes whose reply is a chat completion
@@ -18,8 +18,17 @@ ANSWERED = ("ok", "refusal", "chatty")  # outcomes whose reply is a chat complet
 
 @pytest.fixture
 def faulty_sim():
-    config = SimConfig(seed=11, error_rate=0.12, malformed_rate=0.08, hang_rate=0.02, hang_s=30.0,
-                       refusal_rate=0.05, chatty_rate=0.15, requests_per_minute=1200, burst=25)
+    config = SimConfig(
+        seed=11,
+        error_rate=0.12,
+        malformed_rate=0.08,
+        hang_rate=0.02,
+        hang_s=30.0,
+        refusal_rate=0.05,
+        chatty_rate=0.15,
+        requests_per_minute=1200,
+        burst=25,
+    )
     with SimServerThread(config) as sim:
         yield sim
 

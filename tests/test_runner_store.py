@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from _runner_support import check_run_dir, make_spec
 
+from _runner_support import check_run_dir, make_spec
 from runner.endpoints.sim import SimConfig, SimServerThread
 from runner.rundir import RunWriter, read_dataset
 from runner.sweep.session import build_manifest, run_sweep

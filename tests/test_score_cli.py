@@ -9,8 +9,8 @@ import pytest
 from scipy.stats import kendalltau
 
 from runner.cli import main
-from runner.survey.reference import load_reference
 from runner.score.indices import indices_from_means
+from runner.survey.reference import load_reference
 
 COUNTRIES = ("USA", "China", "Arab countries")
 
@@ -44,8 +44,12 @@ def test_json_output_matches_independent_computation(tmp_path, capsys):
     ref = load_reference("hofstede-2015").matrix(["U.S.A.", "China", "Arab countries"])
     for group in result["groups"]:
         assert group["countries"] == ["U.S.A.", "China", "Arab countries"]
-        means = np.array([[float(l.split(",")[3]) for l in lines if l.startswith(group["group"] + f",{c},")]
-                          for c in COUNTRIES])
+        means = np.array(
+            [
+                [float(row.split(",")[3]) for row in lines if row.startswith(group["group"] + f",{c},")]
+                for c in COUNTRIES
+            ]
+        )
         idx = indices_from_means(means) + np.array([10, 0, 0, 0, 0, 0])
         for k, c in enumerate(group["countries"]):
             assert list(group["indices"][c].values()) == pytest.approx(idx[k].tolist())
@@ -62,7 +66,7 @@ def test_json_output_matches_independent_computation(tmp_path, capsys):
 
 
 def test_table_output_and_missing_reference_note(tmp_path, capsys):
-    lines = [l.replace("Arab countries", "Saudi Arabia") for l in _rows()]  # Saudi: only LTO/IVR in 2015
+    lines = [row.replace("Arab countries", "Saudi Arabia") for row in _rows()]  # Saudi: only LTO/IVR in 2015
     path = _write(tmp_path, lines)
     code, out, _ = _run(capsys, "--means", str(path), "--reference", "hofstede-2015", "--format", "table")
     assert code == 0
@@ -93,14 +97,28 @@ def test_user_reference_csv(tmp_path, capsys):
 
 BAD_INPUTS = [
     # (rows transformation, expected message fragment)
-    (lambda rows: rows[:5] + ["g1,Atlantis,1,2.0"] + rows[5:], r"means.csv:7: column 'country': unknown country 'Atlantis'"),
+    (
+        lambda rows: rows[:5] + ["g1,Atlantis,1,2.0"] + rows[5:],
+        r"means.csv:7: column 'country': unknown country 'Atlantis'",
+    ),
     (lambda rows: rows[:3] + ["g1,USA,25,2.0"], r"means.csv:5: column 'question': 25 is outside 1–24"),
     (lambda rows: rows[:3] + ["g1,USA,seven,2.0"], r"means.csv:5: column 'question': 'seven' is not a whole number"),
-    (lambda rows: [r for r in rows if not r.startswith("g1,China,17,")],
-     r"means.csv:26: column 'question': group 'g1', country 'China' lacks question\(s\) \[17\]"),
-    (lambda rows: [rows[0].rsplit(",", 1)[0] + ",two", *rows[1:]], r"means.csv:2: column 'mean': 'two' is not a number"),
-    (lambda rows: [rows[0].rsplit(",", 1)[0] + ",5.5", *rows[1:]], r"means.csv:2: column 'mean': 5.5 is out of range \(expected a number in \[1, 5\]\)"),
-    (lambda rows: [rows[0].rsplit(",", 1)[0] + ",0.99", *rows[1:]], r"means.csv:2: column 'mean': 0.99 is out of range"),
+    (
+        lambda rows: [r for r in rows if not r.startswith("g1,China,17,")],
+        r"means.csv:26: column 'question': group 'g1', country 'China' lacks question\(s\) \[17\]",
+    ),
+    (
+        lambda rows: [rows[0].rsplit(",", 1)[0] + ",two", *rows[1:]],
+        r"means.csv:2: column 'mean': 'two' is not a number",
+    ),
+    (
+        lambda rows: [rows[0].rsplit(",", 1)[0] + ",5.5", *rows[1:]],
+        r"means.csv:2: column 'mean': 5.5 is out of range \(expected a number in \[1, 5\]\)",
+    ),
+    (
+        lambda rows: [rows[0].rsplit(",", 1)[0] + ",0.99", *rows[1:]],
+        r"means.csv:2: column 'mean': 0.99 is out of range",
+    ),
     (lambda rows: rows + [rows[0]], r"means.csv:74: column 'question': .* already given on line 2"),
     (lambda rows: rows[:1] + ["g1,USA,2"] + rows[1:], r"means.csv:3: 3 fields \(expected 4 fields"),
 ]
@@ -117,10 +135,13 @@ def test_bad_input_errors_are_located(tmp_path, capsys, transform, message):
     assert re.search(message, err), err
 
 
-@pytest.mark.parametrize(("header", "message"), [
-    ("group,country,question", r"means.csv:1: column 'mean': missing column"),
-    ("group,country,question,mean,sd", r"means.csv:1: column 'sd': unknown column"),
-])
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        ("group,country,question", r"means.csv:1: column 'mean': missing column"),
+        ("group,country,question,mean,sd", r"means.csv:1: column 'sd': unknown column"),
+    ],
+)
 def test_bad_headers(tmp_path, capsys, header, message):
     import re
 
@@ -142,8 +163,9 @@ def test_other_errors(tmp_path, capsys):
     assert code == 2 and "nope.csv: no such file" in err
     code, _, err = _run(capsys, "--means", str(_write(tmp_path, _rows())), "--reference", "hofsted-2015")
     assert code == 2 and "neither a shipped set" in err
-    code, _, err = _run(capsys, "--means", str(_write(tmp_path, _rows())), "--reference", "hofstede-2015",
-                        "--constants", "foo=1")
+    code, _, err = _run(
+        capsys, "--means", str(_write(tmp_path, _rows())), "--reference", "hofstede-2015", "--constants", "foo=1"
+    )
     assert code == 2 and "--constants" in err
 
 

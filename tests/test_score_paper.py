@@ -11,8 +11,8 @@ import pytest
 from scipy.stats import kendalltau
 
 from runner.score.cat import score_means
-from runner.survey.dimensions import DIMENSIONS
 from runner.score.means_file import read_means
+from runner.survey.dimensions import DIMENSIONS
 from runner.survey.paths import DATA_DIR
 from runner.survey.reference import load_reference
 
@@ -29,10 +29,19 @@ PUBLISHED_TABLE3 = [0.39, 0.33, 0.36, 0.14, 0.25, -0.39, 0.14, 0.14, -0.11]
 def _scipy_taus(table, g: int, reference) -> list[float]:
     """Independent recomputation: indices by the printed formulas (MAS 35), tau-b by scipy."""
     m = {c: {q + 1: table.means[g][k, q] for q in range(24)} for k, c in enumerate(table.countries[g])}
-    idx = np.array([[35 * (v[7] - v[2]) + 25 * (v[20] - v[23]), 35 * (v[4] - v[1]) + 35 * (v[9] - v[6]),
-                     35 * (v[5] - v[3]) + 35 * (v[8] - v[10]), 40 * (v[18] - v[15]) + 25 * (v[21] - v[24]),
-                     40 * (v[13] - v[14]) + 25 * (v[19] - v[22]), 35 * (v[12] - v[11]) + 40 * (v[17] - v[16])]
-                    for v in m.values()])
+    idx = np.array(
+        [
+            [
+                35 * (v[7] - v[2]) + 25 * (v[20] - v[23]),
+                35 * (v[4] - v[1]) + 35 * (v[9] - v[6]),
+                35 * (v[5] - v[3]) + 35 * (v[8] - v[10]),
+                40 * (v[18] - v[15]) + 25 * (v[21] - v[24]),
+                40 * (v[13] - v[14]) + 25 * (v[19] - v[22]),
+                35 * (v[12] - v[11]) + 40 * (v[17] - v[16]),
+            ]
+            for v in m.values()
+        ]
+    )
     ref = reference.matrix(table.countries[g])
     return [kendalltau(idx[:, j], ref[:, j]).statistic for j in range(6)]
 
@@ -46,8 +55,9 @@ def test_table5_rescored_and_compared_with_table1():
         recomputed = [group["kendall"][d] for d in DIMENSIONS]
         assert recomputed == pytest.approx(_scipy_taus(table, g, reference))
         published, _ = PUBLISHED_TABLE1[group["group"]]
-        matches |= {(group["group"], d) for d, a, b in zip(DIMENSIONS, recomputed, published, strict=True)
-                    if round(a, 2) == b}
+        matches |= {
+            (group["group"], d) for d, a, b in zip(DIMENSIONS, recomputed, published, strict=True) if round(a, 2) == b
+        }
     assert matches == {("gpt-3.5 country-level", "pdi"), ("gpt-3.5 country-level", "uai")}
     cats = {g["group"]: round(g["cat_score"], 2) for g in result["groups"]}
     assert cats == {"gpt-3.5 model-level": 0.41, "gpt-3.5 country-level": 0.36}  # published -0.06, -0.39

@@ -107,8 +107,16 @@ def test_error_percentage_averages_per_group_shares():
     misranked[1, 0, :5] = True
     misranked[2, 0, :] = True
     empty = np.zeros((3, 6))
-    a = Agreement(kendall=empty, undefined=empty.astype(bool), cat_score=np.zeros(3), compared=np.ones((1, 6), bool),
-                  misranked=misranked, counted=counted, model_rank=np.zeros((3, 1, 6)),
-                  reference_rank=np.zeros((1, 6)), policy="nan")
+    a = Agreement(
+        kendall=empty,
+        undefined=empty.astype(bool),
+        cat_score=np.zeros(3),
+        compared=np.ones((1, 6), bool),
+        misranked=misranked,
+        counted=counted,
+        model_rank=np.zeros((3, 1, 6)),
+        reference_rank=np.zeros((1, 6)),
+        policy="nan",
+    )
     assert error_percentage(a)[0] == pytest.approx(100 * (3 / 5 + 5 / 6 + 1) / 3)
     assert round(float(error_percentage(a)[0])) == 81

@@ -52,8 +52,17 @@ def test_arab_revised_overlay_replaces_all_six_saudi_scores():
 def test_nine_nations_equal_2015_matrix_except_combined_south_africa():
     human = load_reference("human-nine-nations")
     base = load_reference("hofstede-2015")
-    assert human.countries == ("U.S.A.", "China", "France", "Germany", "Brazil", "India", "Singapore", "Japan",
-                               "South Africa")
+    assert human.countries == (
+        "U.S.A.",
+        "China",
+        "France",
+        "Germany",
+        "Brazil",
+        "India",
+        "Singapore",
+        "Japan",
+        "South Africa",
+    )
     np.testing.assert_array_equal(human.matrix(human.countries[:8]), base.matrix(human.countries[:8]))
     white, national = base.scores("South Africa white"), base.scores("South Africa")
     combined = {d: white[d] for d in ("pdi", "idv", "mas", "uai")} | {d: national[d] for d in ("lto", "ivr")}
@@ -61,8 +70,12 @@ def test_nine_nations_equal_2015_matrix_except_combined_south_africa():
 
 
 def test_every_named_set_has_provenance_for_each_file():
-    assert set(reference_names()) == {"hofstede-2015", "hofstede-2015-arab-revised", "arab-revised",
-                                      "human-nine-nations"}
+    assert set(reference_names()) == {
+        "hofstede-2015",
+        "hofstede-2015-arab-revised",
+        "arab-revised",
+        "human-nine-nations",
+    }
     for name in reference_names():
         ref = load_reference(name)
         assert ref.description and ref.to_dict()["name"] == name
@@ -71,17 +84,28 @@ def test_every_named_set_has_provenance_for_each_file():
             assert (REFERENCE_DIR / f"{stem}.provenance.md").is_file()
 
 
-@pytest.mark.parametrize("alias", ["USA", "U.S.A.", "u.s.a", "United States", "united states of america", "US",
-                                   "America", "  usa ", "usa"])
+@pytest.mark.parametrize(
+    "alias", ["USA", "U.S.A.", "u.s.a", "United States", "united states of america", "US", "America", "  usa ", "usa"]
+)
 def test_us_aliases(alias):
     assert resolve_country(alias) == "U.S.A."
 
 
-@pytest.mark.parametrize(("alias", "canonical"), [
-    ("Slovakia", "Slovak Rep"), ("SLK", "Slovak Rep"), ("south korea", "Korea South"), ("UK", "Great Britain"),
-    ("Arab", "Arab countries"), ("ARAB COUNTRIES", "Arab countries"), ("Czech Republic", "Czech Rep"),
-    ("Trinidad & Tobago", "Trinidad and Tobago"), ("chi", "China"), ("Chinese", "China"),
-])
+@pytest.mark.parametrize(
+    ("alias", "canonical"),
+    [
+        ("Slovakia", "Slovak Rep"),
+        ("SLK", "Slovak Rep"),
+        ("south korea", "Korea South"),
+        ("UK", "Great Britain"),
+        ("Arab", "Arab countries"),
+        ("ARAB COUNTRIES", "Arab countries"),
+        ("Czech Republic", "Czech Rep"),
+        ("Trinidad & Tobago", "Trinidad and Tobago"),
+        ("chi", "China"),
+        ("Chinese", "China"),
+    ],
+)
 def test_other_aliases_and_codes(alias, canonical):
     assert resolve_country(alias) == canonical
 
@@ -105,7 +129,7 @@ def test_aliases_all_point_to_canonical_names():
 
 def test_country_outside_set_is_named_in_error():
     human = load_reference("human-nine-nations")
-    with pytest.raises(UnknownCountryError, match="Slovak Rep.*human-nine-nations"):
+    with pytest.raises(UnknownCountryError, match=r"Slovak Rep.*human-nine-nations"):
         human.scores("Slovakia")
 
 
@@ -120,12 +144,15 @@ def test_user_csv_keeps_missing_values_and_unknown_names(tmp_path):
     assert ref.scores("United States") == dict(zip(DIMENSIONS, [1.0, 2, 3, 4, 5, 6], strict=True))
 
 
-@pytest.mark.parametrize(("text", "match"), [
-    ("country,pdi,idv,mas,uai,lto\nUSA,1,2,3,4,5\n", r"mine.csv:1: column 'ivr'"),
-    ("country,pdi,idv,mas,uai,lto,ivr\nUSA,1,2,x3,4,5,6\n", r"mine.csv:2: column 'mas': 'x3' is not a number"),
-    ("country,pdi,idv,mas,uai,lto,ivr\nUSA,1,2,3,4,5,6\nus,1,2,3,4,5,6\n", r"mine.csv:3: column 'country'.*line 2"),
-    ("country,pdi,idv,mas,uai,lto,ivr\n,1,2,3,4,5,6\n", r"mine.csv:2: column 'country': empty"),
-])
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("country,pdi,idv,mas,uai,lto\nUSA,1,2,3,4,5\n", r"mine.csv:1: column 'ivr'"),
+        ("country,pdi,idv,mas,uai,lto,ivr\nUSA,1,2,x3,4,5,6\n", r"mine.csv:2: column 'mas': 'x3' is not a number"),
+        ("country,pdi,idv,mas,uai,lto,ivr\nUSA,1,2,3,4,5,6\nus,1,2,3,4,5,6\n", r"mine.csv:3: column 'country'.*line 2"),
+        ("country,pdi,idv,mas,uai,lto,ivr\n,1,2,3,4,5,6\n", r"mine.csv:2: column 'country': empty"),
+    ],
+)
 def test_user_csv_errors_are_located(tmp_path, text, match):
     path = tmp_path / "mine.csv"
     path.write_text(text)

@@ -8,9 +8,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from runner.survey.dimensions import DIMENSIONS
 from runner.errors import InputError
 from runner.score.indices import WEIGHTS, indices_from_means, indices_table, parse_constants, question_stats
+from runner.survey.dimensions import DIMENSIONS
 
 
 def _means(**answers: float) -> np.ndarray:
@@ -83,7 +83,7 @@ def test_parse_constants():
     assert parse_constants("") == {}
     with pytest.raises(InputError, match="DIM=NUMBER"):
         parse_constants("pdi:20")
-    with pytest.raises(InputError, match="'x' .*not a number"):
+    with pytest.raises(InputError, match=r"'x' .*not a number"):
         parse_constants("mas=x")
 
 
@@ -97,8 +97,14 @@ def test_question_stats_matches_numpy():
     frame = pl.DataFrame(rows, schema={"group": pl.String, "question": pl.Int64, "answer": pl.Int64})
     stats = question_stats(frame, ["group"]).collect()
     for row in stats.iter_rows(named=True):
-        values = np.array([r["answer"] for r in rows if r["group"] == row["group"] and r["question"] == row["question"]
-                           and r["answer"] is not None], dtype=float)
+        values = np.array(
+            [
+                r["answer"]
+                for r in rows
+                if r["group"] == row["group"] and r["question"] == row["question"] and r["answer"] is not None
+            ],
+            dtype=float,
+        )
         assert row["n"] == 7
         assert row["mean"] == pytest.approx(values.mean())
         assert row["std"] == pytest.approx(values.std(ddof=0))
@@ -107,11 +113,13 @@ def test_question_stats_matches_numpy():
 
 
 def test_indices_table_pivots_long_means():
-    long = pl.DataFrame({
-        "group": ["g"] * 24 + ["h"] * 24,
-        "question": list(range(1, 25)) * 2,
-        "mean": _means(q7=4, q2=1, q20=5, q23=2).tolist() + _means(q13=5, q14=1, q19=1.4, q22=1).tolist(),
-    })
+    long = pl.DataFrame(
+        {
+            "group": ["g"] * 24 + ["h"] * 24,
+            "question": list(range(1, 25)) * 2,
+            "mean": _means(q7=4, q2=1, q20=5, q23=2).tolist() + _means(q13=5, q14=1, q19=1.4, q22=1).tolist(),
+        }
+    )
     table = indices_table(long, ["group"]).sort("group")
     assert table["pdi"].to_list() == pytest.approx([180.0, 0.0])
     assert table["lto"].to_list() == pytest.approx([0.0, 170.0])

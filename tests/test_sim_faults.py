@@ -9,10 +9,10 @@ import time
 
 import aiohttp
 import pytest
-from _sim_client import SCORES, chat_body, content, post, run
 
-from runner.survey.cell import Framing, PromptCell
+from _sim_client import SCORES, chat_body, content, post, run
 from runner.endpoints.sim import Latency, SimConfig, SimConfigError, SimServer
+from runner.survey.cell import Framing, PromptCell
 
 CELLS = [PromptCell("en", "item", (q,), Framing("persona", c)) for q in range(1, 25) for c in ("China", "Japan")]
 N = 960  # requests per rate check: 48 cells x 20 seeds
@@ -66,8 +66,10 @@ def test_a_retried_request_gets_a_fresh_fault_draw() -> None:
     body = chat_body(CELLS[0], seed=1)
 
     async def go() -> list[int]:
-        async with SimServer(SimConfig(seed=2, error_rate=0.5), scores=SCORES) as sim, \
-                aiohttp.ClientSession() as session:
+        async with (
+            SimServer(SimConfig(seed=2, error_rate=0.5), scores=SCORES) as sim,
+            aiohttp.ClientSession() as session,
+        ):
             return [(await post(session, sim.base_url, body))[0] for _ in range(40)]
 
     statuses = run(go())
@@ -129,8 +131,10 @@ def test_hangs_make_clients_time_out_and_closing_ends_them() -> None:
 
 def test_latency_is_applied() -> None:
     async def go() -> list[float]:
-        async with SimServer(SimConfig(latency=Latency.parse("uniform:80:120")), scores=SCORES) as sim, \
-                aiohttp.ClientSession() as session:
+        async with (
+            SimServer(SimConfig(latency=Latency.parse("uniform:80:120")), scores=SCORES) as sim,
+            aiohttp.ClientSession() as session,
+        ):
             times = []
             for body in bodies(5):
                 started = time.monotonic()
@@ -164,8 +168,10 @@ def test_rate_limit_answers_429_with_retry_after_headers_and_recovers() -> None:
 
 def test_per_minute_budget_counts_only_accepted_requests() -> None:
     async def go() -> list[tuple[int, dict]]:
-        async with SimServer(SimConfig(requests_per_minute=20), scores=SCORES) as sim, \
-                aiohttp.ClientSession() as session:
+        async with (
+            SimServer(SimConfig(requests_per_minute=20), scores=SCORES) as sim,
+            aiohttp.ClientSession() as session,
+        ):
             return [(s, h) for s, h, _ in [await post(session, sim.base_url, b) for b in bodies(30)]]
 
     results = run(go())
@@ -201,8 +207,10 @@ def test_tokens_per_minute_budget_counts_prompt_plus_max_tokens() -> None:
     body = chat_body(CELLS[0], seed=1, max_tokens=50)
 
     async def go() -> tuple[list[tuple[int, dict, str]], int]:
-        async with SimServer(SimConfig(tokens_per_minute=1000), scores=SCORES) as sim, \
-                aiohttp.ClientSession() as session:
+        async with (
+            SimServer(SimConfig(tokens_per_minute=1000), scores=SCORES) as sim,
+            aiohttp.ClientSession() as session,
+        ):
             first = await post(session, sim.base_url, body)
             prompt_tokens = json.loads(first[2])["usage"]["prompt_tokens"]
             rest = [await post(session, sim.base_url, body) for _ in range(12)]

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from _sim_client import SCORES, chat_body, content, post, run
 
-from runner.survey.cell import Framing, PromptCell
+from _sim_client import SCORES, chat_body, content, post, run
 from runner.endpoints.sim import SimConfig, SimProcess, SimServer, SimServerThread, max_in_window, request_key
+from runner.survey.cell import Framing, PromptCell
 
 CELL = PromptCell("en", "item", (9,), Framing("persona", "Mexico"))
 
@@ -45,18 +45,23 @@ def test_log_records_exactly_what_was_sent(tmp_path: Path) -> None:
     assert [e["arrival_s"] for e in entries] == sorted(e["arrival_s"] for e in entries)
     assert over_http["total"] == 30 and over_http["entries"] == entries[10:]
     assert [json.loads(line) for line in log_path.read_text().splitlines()] == entries
-    assert stats["by_status"] == {str(k): sum(e["status"] == k for e in entries) for k in (200, 429, 500, 502, 503)
-                                  if any(e["status"] == k for e in entries)}
+    assert stats["by_status"] == {
+        str(k): sum(e["status"] == k for e in entries)
+        for k in (200, 429, 500, 502, 503)
+        if any(e["status"] == k for e in entries)
+    }
     assert stats["by_status"]["429"] == 5 and stats["max_requests_in_60s"] == 30
-
 
 
 def test_bad_query_numbers_are_refused_naming_the_parameters() -> None:
     async def go() -> list[tuple[int, str]]:
         async with SimServer(SimConfig(seed=1), scores=SCORES) as sim, aiohttp.ClientSession() as session:
             got = []
-            for path, params in (("/sim/log", {"limit": "ten"}), ("/sim/truth", {"top_p": "high"}),
-                                 ("/sim/truth", {"temperature": "0.5", "country": "Japan"})):
+            for path, params in (
+                ("/sim/log", {"limit": "ten"}),
+                ("/sim/truth", {"top_p": "high"}),
+                ("/sim/truth", {"temperature": "0.5", "country": "Japan"}),
+            ):
                 async with session.get(f"{sim.url}{path}", params=params) as r:
                     got.append((r.status, await r.text()))
             return got
@@ -65,6 +70,7 @@ def test_bad_query_numbers_are_refused_naming_the_parameters() -> None:
     assert log == (400, "since and limit must be integers")
     assert truth == (400, "temperature and top_p must be numbers")
     assert good[0] == 200 and json.loads(good[1])["temperature"] == 0.5 and json.loads(good[1])["top_p"] == 1.0
+
 
 def test_the_in_memory_log_is_bounded() -> None:
     async def go() -> SimServer:
@@ -99,8 +105,9 @@ def test_thread_server_serves_a_subprocess_client() -> None:
     )
     with SimServerThread(SimConfig(seed=1), scores=SCORES) as sim:
         body = json.dumps(chat_body(CELL, seed=3))
-        out = subprocess.run([sys.executable, "-c", script, sim.base_url, body], capture_output=True, text=True,
-                             timeout=60, check=True).stdout.strip()
+        out = subprocess.run(
+            [sys.executable, "-c", script, sim.base_url, body], capture_output=True, text=True, timeout=60, check=True
+        ).stdout.strip()
         assert [e.reply for e in sim.log.entries()] == [out]
         assert sim.stats()["by_outcome"] == {"ok": 1}
 
@@ -125,18 +132,32 @@ def test_serve_sim_command_announces_its_url_and_stops_on_a_signal(stop: signal.
         assert sim.process.wait(timeout=30) == 0
 
 
-@pytest.mark.parametrize(("args", "message"), [(["--error-rate", "2"], "error_rate"),
-                                               (["--latency-ms", "soon"], "latency"),
-                                               (["--reference", "nowhere"], "reference")])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--error-rate", "2"], "error_rate"),
+        (["--latency-ms", "soon"], "latency"),
+        (["--reference", "nowhere"], "reference"),
+    ],
+)
 def test_serve_sim_rejects_bad_options_by_name(args: list[str], message: str) -> None:
-    result = subprocess.run([sys.executable, "-m", "runner.cli", "serve-sim", "--port", "0", *args],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "runner.cli", "serve-sim", "--port", "0", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and message in result.stderr and result.stdout == ""
 
 
 def test_serve_sim_help() -> None:
-    result = subprocess.run([sys.executable, "-m", "runner.cli", "serve-sim", "--help"], capture_output=True,
-                            text=True, timeout=60, check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "runner.cli", "serve-sim", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert "--rpm" in result.stdout and "--refusal-rate" in result.stdout
 
 
@@ -147,6 +168,10 @@ def test_serve_sim_reports_a_busy_port() -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = subprocess.run([sys.executable, "-m", "runner.cli", "serve-sim", "--port", str(port)],
-                                capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-m", "runner.cli", "serve-sim", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert result.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in result.stderr

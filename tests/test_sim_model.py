@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from scipy import optimize, special
 
-from runner.score.indices import indices_from_means
 from runner.endpoints.sim import AnswerModel
 from runner.endpoints.sim.data import load_scores
 from runner.endpoints.sim.respondent import INDEX_TERMS, MEAN_BOUNDS
+from runner.score.indices import indices_from_means
 
 K = np.arange(1, 6)
 
@@ -34,8 +34,9 @@ def reference_distribution(target: float, spread: float, temperature: float, top
 
 
 @pytest.mark.parametrize(("target", "spread"), [(1.5, 1.0), (2.625, 1.0), (3.0, 0.6), (3.9, 1.3), (4.6, 1.0)])
-@pytest.mark.parametrize(("temperature", "top_p"),
-                         [(1.0, 1.0), (0.5, 1.0), (1.7, 1.0), (1.0, 0.7), (0.0, 1.0), (1.0, 0.0)])
+@pytest.mark.parametrize(
+    ("temperature", "top_p"), [(1.0, 1.0), (0.5, 1.0), (1.7, 1.0), (1.0, 0.7), (0.0, 1.0), (1.0, 0.0)]
+)
 def test_answer_distribution_matches_an_independent_implementation(
     target: float, spread: float, temperature: float, top_p: float
 ) -> None:
@@ -105,8 +106,9 @@ def test_sampling_follows_the_distribution() -> None:
     rng = random.Random(0)
     grid = itertools.product(["Japan", "Mexico"], [5, 19], [1.0, 0.6], [1.0, 0.8])
     for country, question, temperature, top_p in grid:
-        counts = np.bincount([model.sample(country, question, temperature, top_p, rng) for _ in range(3000)],
-                             minlength=6)[1:]
+        counts = np.bincount(
+            [model.sample(country, question, temperature, top_p, rng) for _ in range(3000)], minlength=6
+        )[1:]
         probs = np.array(model.distribution(country, question, temperature, top_p))
         assert np.all(counts[probs == 0] == 0)
         kept = probs > 0

@@ -7,10 +7,10 @@ from collections import Counter
 
 import aiohttp
 import pytest
-from _sim_client import SCORES, chat_body, content, post, run
 
-from runner.survey.cell import Framing, PromptCell
+from _sim_client import SCORES, chat_body, content, post, run
 from runner.endpoints.sim import SimConfig, SimServer, request_key
+from runner.survey.cell import Framing, PromptCell
 
 ITEM = PromptCell("en", "item", (7,), Framing("persona", "China"))
 SURVEY = PromptCell("en", "survey", tuple(range(1, 25)), Framing("persona", "Germany"))
@@ -86,19 +86,27 @@ async def _with_config(config: SimConfig, bodies: list[dict]) -> list[str]:
 
 
 def test_temperature_zero_answers_the_mode_deterministically() -> None:
-    cells = [PromptCell("en", "item", (q,), Framing("persona", c))
-             for q in (2, 7, 13, 16) for c in ("China", "U.S.A.", "Slovak Rep")]
+    cells = [
+        PromptCell("en", "item", (q,), Framing("persona", c))
+        for q in (2, 7, 13, 16)
+        for c in ("China", "U.S.A.", "Slovak Rep")
+    ]
 
     async def go() -> tuple[dict, dict, SimServer]:
         greedy: dict[PromptCell, set[str]] = {}
         sampled: dict[PromptCell, Counter[str]] = {}
         async with serve() as sim, aiohttp.ClientSession() as session:
             for cell in cells:
-                greedy[cell] = {content((await post(session, sim.base_url, chat_body(cell, seed=s, temperature=0)))[2])
-                                for s in range(5)}
+                greedy[cell] = {
+                    content((await post(session, sim.base_url, chat_body(cell, seed=s, temperature=0)))[2])
+                    for s in range(5)
+                }
                 sampled[cell] = Counter(
-                    [content((await post(session, sim.base_url, chat_body(cell, seed=s, temperature=1)))[2])
-                     for s in range(400)])
+                    [
+                        content((await post(session, sim.base_url, chat_body(cell, seed=s, temperature=1)))[2])
+                        for s in range(400)
+                    ]
+                )
         return greedy, sampled, sim
 
     greedy, sampled, sim = run(go())
@@ -166,8 +174,10 @@ def test_replies_use_displayed_positions_and_the_requested_format() -> None:
 
 def test_content_parts_are_read_like_strings_and_keyed_like_the_log() -> None:
     plain = chat_body(ITEM, seed=4)
-    parts = dict(plain, messages=[{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]}
-                                  for m in plain["messages"]])
+    parts = dict(
+        plain,
+        messages=[{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]} for m in plain["messages"]],
+    )
 
     async def go() -> tuple[str, str, SimServer]:
         async with serve() as sim, aiohttp.ClientSession() as session:

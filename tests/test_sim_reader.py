@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runner.endpoints.sim.data import load_reader
 from runner.survey.cell import Framing, PromptCell
 from runner.survey.instrument import languages
 from runner.survey.prompts import build_messages, load_templates
-from runner.endpoints.sim.data import load_reader
 
 
 @st.composite
@@ -25,8 +25,9 @@ def cells(draw: st.DrawFn) -> PromptCell:
     framing = {
         "none": Framing(),
         "persona": Framing("persona", country),
-        "identity": Framing("identity", country, draw(st.integers(18, 90)),
-                            draw(st.sampled_from(sorted(templates["genders"])))),
+        "identity": Framing(
+            "identity", country, draw(st.integers(18, 90)), draw(st.sampled_from(sorted(templates["genders"])))
+        ),
     }[kind]
     order = tuple(draw(st.permutations([1, 2, 3, 4, 5])))
     reply_format = draw(st.sampled_from(sorted(templates["reply_formats"])))

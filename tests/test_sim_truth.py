@@ -7,15 +7,15 @@ import json
 
 import aiohttp
 import numpy as np
-from _sim_client import chat_body, content, post, run
 
 import stats_core
-from runner.survey.cell import Framing, PromptCell
+from _sim_client import chat_body, content, post, run
+from runner.endpoints.sim import SimConfig, SimServer, request_key
 from runner.parse import parse_reply
+from runner.score.indices import indices_from_means
+from runner.survey.cell import Framing, PromptCell
 from runner.survey.prompts import load_templates, shuffled_order
 from runner.survey.reference import load_reference
-from runner.score.indices import indices_from_means
-from runner.endpoints.sim import SimConfig, SimServer, request_key
 
 REFERENCE = "hofstede-2015-arab-revised"
 
@@ -88,9 +88,17 @@ def test_temperature_zero_item_replies_rank_countries_with_ties() -> None:
 def test_every_reply_parses_to_the_answers_the_server_logged() -> None:
     """Shuffled options, JSON and number formats, chatty replies and refusals: the parser agrees with the log."""
     cells = [
-        PromptCell(lang, mode, (q,) if mode == "item" else tuple(range(1, 25)), Framing("persona", "China"),
-                   option_order=shuffled_order(q * 7 + len(lang)), reply_format=fmt)
-        for lang in ("en", "zh", "ar", "sk") for mode in ("item", "survey") for fmt in ("number", "json")
+        PromptCell(
+            lang,
+            mode,
+            (q,) if mode == "item" else tuple(range(1, 25)),
+            Framing("persona", "China"),
+            option_order=shuffled_order(q * 7 + len(lang)),
+            reply_format=fmt,
+        )
+        for lang in ("en", "zh", "ar", "sk")
+        for mode in ("item", "survey")
+        for fmt in ("number", "json")
         for q in ((3, 15, 20) if mode == "item" else (1,))
     ]
     config = SimConfig(seed=5, reference=REFERENCE, chatty_rate=0.4, refusal_rate=0.1)

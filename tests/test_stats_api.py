@@ -9,7 +9,20 @@ from pathlib import Path
 import stats_core
 from stats_core import _native, _numba, _reference
 
-KERNELS = {"bootstrap_kendall", "cluster_spread", "gower_residual", "group_f", "group_row_sums", "kendall_tau_b_rows", "pdist", "permanova_factored", "permanova_observed", "permanova_quantized", "permanova_within", "permutations"}
+KERNELS = {
+    "bootstrap_kendall",
+    "cluster_spread",
+    "gower_residual",
+    "group_f",
+    "group_row_sums",
+    "kendall_tau_b_rows",
+    "pdist",
+    "permanova_factored",
+    "permanova_observed",
+    "permanova_quantized",
+    "permanova_within",
+    "permutations",
+}
 
 
 def test_all_is_sorted_and_complete():
@@ -32,7 +45,17 @@ def test_stub_declares_exactly_the_compiled_functions():
 
 
 def test_public_functions_take_backend_and_random_ones_take_seed():
-    for name in ["pdist", "pdist_square", "permanova", "permdisp", "bootstrap_kendall_tau", "silhouette", "davies_bouldin", "ss_h", "kendall_tau"]:
+    for name in [
+        "pdist",
+        "pdist_square",
+        "permanova",
+        "permdisp",
+        "bootstrap_kendall_tau",
+        "silhouette",
+        "davies_bouldin",
+        "ss_h",
+        "kendall_tau",
+    ]:
         params = inspect.signature(getattr(stats_core, name)).parameters
         assert "backend" in params, name
     for name in ["permanova", "permdisp", "bootstrap_kendall_tau", "bootstrap_indices"]:

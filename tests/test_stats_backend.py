@@ -28,7 +28,10 @@ def test_environment_variable_forces_backend(forced):
     env = dict(os.environ, STATS_CORE_BACKEND=forced)
     out = subprocess.run(
         [sys.executable, "-c", "import stats_core; print(stats_core.backend())"],
-        env=env, capture_output=True, text=True, check=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert out.stdout.strip() == forced
 
@@ -51,9 +54,7 @@ def test_constant_side_gives_nan(backend):
 
 @settings(max_examples=200, deadline=None)
 @given(
-    data=st.lists(
-        st.tuples(st.integers(0, 4), st.integers(0, 4)), min_size=2, max_size=30
-    ),
+    data=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), min_size=2, max_size=30),
     backend=st.sampled_from(BACKENDS),
 )
 def test_tau_b_matches_scipy_with_ties(data, backend):

@@ -29,8 +29,15 @@ def _scipy_reference(samples: np.ndarray, reference: np.ndarray, n_resamples: in
         return out
 
     data = tuple(np.moveaxis(samples, -3, 0)[c] for c in range(countries))
-    return scipy.stats.bootstrap(data, statistic, n_resamples=n_resamples, method=method, axis=-1,
-                                 vectorized=True, rng=np.random.default_rng(seed))
+    return scipy.stats.bootstrap(
+        data,
+        statistic,
+        n_resamples=n_resamples,
+        method=method,
+        axis=-1,
+        vectorized=True,
+        rng=np.random.default_rng(seed),
+    )
 
 
 @pytest.mark.parametrize("method", ["percentile", "bca"])
@@ -46,7 +53,9 @@ def test_matches_scipy_bootstrap_exactly(method, backend):
     np.testing.assert_allclose(got.confidence_interval.low, expected.confidence_interval.low, atol=1e-12)
     np.testing.assert_allclose(got.confidence_interval.high, expected.confidence_interval.high, atol=1e-12)
     np.testing.assert_allclose(got.standard_error, expected.standard_error, atol=1e-12)
-    np.testing.assert_allclose(got.statistic, [scipy.stats.kendalltau(samples[:, d].mean(axis=1), reference[:, d]).statistic for d in range(6)])
+    np.testing.assert_allclose(
+        got.statistic, [scipy.stats.kendalltau(samples[:, d].mean(axis=1), reference[:, d]).statistic for d in range(6)]
+    )
     assert got.undefined.sum() == 0 and got.seed == 11
 
 
@@ -71,7 +80,9 @@ def test_backends_agree_and_tau_stays_in_range(shape, seed, method):
     rng = np.random.default_rng(seed)
     samples = rng.integers(1, 4, size=shape).astype(float)
     reference = rng.integers(0, 3, size=shape[1:3]).astype(float)
-    results = [stats_core.bootstrap_kendall_tau(samples, reference, 200, method=method, seed=seed, backend=b) for b in BACKENDS]
+    results = [
+        stats_core.bootstrap_kendall_tau(samples, reference, 200, method=method, seed=seed, backend=b) for b in BACKENDS
+    ]
     for r in results[1:]:
         np.testing.assert_array_equal(r.bootstrap_distribution, results[0].bootstrap_distribution)
         np.testing.assert_array_equal(r.confidence_interval.low, results[0].confidence_interval.low)
@@ -141,8 +152,9 @@ def test_bootstrap_kendall_tau_draws_with_bootstrap_indices():
     got = stats_core.bootstrap_kendall_tau(samples, reference, 80, seed=21)
     draws = stats_core.bootstrap_indices([6] * 4, 80, 21)
     means = np.stack([samples[c][:, d].mean(axis=-1) for c, d in enumerate(draws)], axis=-1)  # (2, 80, 4)
-    taus = np.array([[scipy.stats.kendalltau(means[j, b], reference[:, j]).statistic for b in range(80)]
-                     for j in range(2)])
+    taus = np.array(
+        [[scipy.stats.kendalltau(means[j, b], reference[:, j]).statistic for b in range(80)] for j in range(2)]
+    )
     np.testing.assert_allclose(got.bootstrap_distribution, taus, atol=1e-12)
 
 

@@ -16,11 +16,20 @@ from stats_core.errors import InvalidInputError
 BACKENDS = ["native", "numba", "numpy"]
 
 # Table 3 of cultural-value-differences.txt: PDI IDV MAS UAI LTO IVR for the nine nations.
-HUMAN = np.array([
-    [40, 91, 62, 46, 26, 68], [80, 20, 66, 30, 87, 24], [68, 71, 43, 86, 63, 48],
-    [35, 67, 66, 65, 83, 40], [69, 38, 49, 76, 44, 59], [77, 48, 56, 40, 51, 26],
-    [74, 20, 48, 8, 72, 46], [54, 46, 95, 92, 88, 42], [49, 65, 63, 49, 34, 63],
-], dtype=float)
+HUMAN = np.array(
+    [
+        [40, 91, 62, 46, 26, 68],
+        [80, 20, 66, 30, 87, 24],
+        [68, 71, 43, 86, 63, 48],
+        [35, 67, 66, 65, 83, 40],
+        [69, 38, 49, 76, 44, 59],
+        [77, 48, 56, 40, 51, 26],
+        [74, 20, 48, 8, 72, 46],
+        [54, 46, 95, 92, 88, 42],
+        [49, 65, 63, 49, 34, 63],
+    ],
+    dtype=float,
+)
 
 
 @pytest.mark.slow

@@ -27,8 +27,11 @@ def test_hand_worked_distances(backend):
 
 @settings(max_examples=60, deadline=None)
 @given(
-    x=hnp.arrays(np.float64, hnp.array_shapes(min_dims=2, max_dims=2, min_side=2, max_side=30),
-                 elements=st.integers(0, 5).map(float)),
+    x=hnp.arrays(
+        np.float64,
+        hnp.array_shapes(min_dims=2, max_dims=2, min_side=2, max_side=30),
+        elements=st.integers(0, 5).map(float),
+    ),
     metric=st.sampled_from(METRICS),
     backend=st.sampled_from(BACKENDS),
 )
@@ -47,7 +50,9 @@ def test_matches_scipy_float32_and_float64(backend, metric):
     rng = np.random.default_rng(3)
     x64 = rng.normal(size=(67, 24)) + 3.0
     for x in (x64, x64.astype(np.float32)):
-        np.testing.assert_allclose(stats_core.pdist(x, metric, backend=backend), ssd.pdist(x, metric), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(
+            stats_core.pdist(x, metric, backend=backend), ssd.pdist(x, metric), rtol=1e-12, atol=1e-14
+        )
 
 
 def test_backends_agree_bitwise_on_euclidean():

@@ -71,16 +71,24 @@ def _unscreened_pvalue(d: np.ndarray, labels: np.ndarray, permutations: int, see
     codes, _, sizes = _validate.grouping("grouping", labels, n)
     inverse_sizes = 1.0 / sizes
     bound = _reference.permanova_observed(d, codes, inverse_sizes)[0] * (1 + _resample.TIE_RTOL)
-    count = sum(int((_reference.permanova_within(d, block, inverse_sizes) <= bound).sum())
-                for block in _resample.permuted_label_blocks(_reference, codes, seed, permutations))
+    count = sum(
+        int((_reference.permanova_within(d, block, inverse_sizes) <= bound).sum())
+        for block in _resample.permuted_label_blocks(_reference, codes, seed, permutations)
+    )
     return _resample.permutation_pvalue(count, permutations)
 
 
 @pytest.mark.slow
 @settings(max_examples=60, deadline=None)
-@given(design=designs(), metric=st.sampled_from(["euclidean", "cityblock", "sqeuclidean", "chebyshev"]),
-       duplicate=st.booleans(), scale=st.sampled_from([1.0, 1e-150, 1e150]), square=st.booleans(),
-       backend=st.sampled_from(BACKENDS), seed=st.integers(0, 2**32))
+@given(
+    design=designs(),
+    metric=st.sampled_from(["euclidean", "cityblock", "sqeuclidean", "chebyshev"]),
+    duplicate=st.booleans(),
+    scale=st.sampled_from([1.0, 1e-150, 1e150]),
+    square=st.booleans(),
+    backend=st.sampled_from(BACKENDS),
+    seed=st.integers(0, 2**32),
+)
 def test_screened_pvalue_equals_the_unscreened_one(design, metric, duplicate, scale, square, backend, seed):
     # Whatever screen is chosen (factored for Euclidean distances, whose Gower matrix has low rank;
     # quantized otherwise), the p-value must be the one every permutation computed exactly gives — on tied
@@ -102,8 +110,13 @@ def test_pvalue_matches_an_exhaustive_permutation_count():
     d = ssd.pdist(x)
     observed = stats_core.permanova(d, labels, 0).statistic
     from itertools import combinations
-    exact = np.mean([stats_core.permanova(d, np.isin(np.arange(8), c).astype(int), 0).statistic >= observed - 1e-12
-                     for c in combinations(range(8), 4)])
+
+    exact = np.mean(
+        [
+            stats_core.permanova(d, np.isin(np.arange(8), c).astype(int), 0).statistic >= observed - 1e-12
+            for c in combinations(range(8), 4)
+        ]
+    )
     got = stats_core.permanova(d, labels, 19999, seed=5).pvalue
     assert abs(got - exact) < 4 * np.sqrt(exact * (1 - exact) / 19999) + 1e-4
 
@@ -216,7 +229,12 @@ def test_screened_counts_equal_exact_counts_at_and_around_the_bound(kind):
     exact = _reference.permanova_within(d, perms, inverse_sizes)
     observed = _reference.permanova_observed(d, codes, inverse_sizes)
     # (offsets of 1e-12 stay clear of the last-bit differences between the backends' f64 summation orders)
-    for bound in (np.median(exact), np.sort(exact)[5] * (1 + 1e-12), np.sort(exact)[40] * (1 - 1e-12), exact.min() * (1 + 1e-12)):
+    for bound in (
+        np.median(exact),
+        np.sort(exact)[5] * (1 + 1e-12),
+        np.sort(exact)[40] * (1 - 1e-12),
+        exact.min() * (1 + 1e-12),
+    ):
         want = int((exact <= bound).sum())
         for kernels in (_native, _numba, _reference):
             screen = _screen.choose(kernels, d, inverse_sizes, sizes, observed, bound)
@@ -237,7 +255,10 @@ def test_screens_stay_within_their_margin_and_agree_across_backends(kind):
     inverse_sizes = 1.0 / sizes
     exact = _reference.permanova_within(d, perms, inverse_sizes)
     observed = _reference.permanova_observed(d, codes, inverse_sizes)
-    screens = [_screen.choose(k, d, inverse_sizes, sizes, observed, float(np.median(exact))) for k in (_native, _numba, _reference)]
+    screens = [
+        _screen.choose(k, d, inverse_sizes, sizes, observed, float(np.median(exact)))
+        for k in (_native, _numba, _reference)
+    ]
     values = [s.within(perms) for s in screens]
     for screen, value in zip(screens, values):
         assert np.all(np.abs(value - exact) <= screen.margin)
@@ -272,7 +293,9 @@ def test_observed_pass_gives_row_sums_and_largest_square_on_every_backend():
     codes = (np.arange(57) % 2).astype(np.int32)
     for kernels in (_native, _numba, _reference):
         for matrix in (d, square):
-            within, total, largest, row_sums, valid = kernels.permanova_observed(matrix, codes, 1.0 / np.bincount(codes))
+            _within, total, largest, row_sums, valid = kernels.permanova_observed(
+                matrix, codes, 1.0 / np.bincount(codes)
+            )
             np.testing.assert_allclose(row_sums, (square**2).sum(axis=1), rtol=1e-12)
             assert largest == (d**2).max() and valid
             assert total == pytest.approx((d**2).sum(), rel=1e-12)
@@ -280,7 +303,9 @@ def test_observed_pass_gives_row_sums_and_largest_square_on_every_backend():
 
 @pytest.mark.parametrize("function", [stats_core.permanova, stats_core.permdisp])
 @pytest.mark.parametrize("backend", ["native", "numba", "numpy"])
-@pytest.mark.parametrize(("bad", "what"), [(-1.0, "a negative distance"), (np.nan, "a non-finite value"), (np.inf, "a non-finite value")])
+@pytest.mark.parametrize(
+    ("bad", "what"), [(-1.0, "a negative distance"), (np.nan, "a non-finite value"), (np.inf, "a non-finite value")]
+)
 def test_bad_condensed_distance_is_named_on_every_backend(function, backend, bad, what):
     # The first kernel pass checks the values (PERMANOVA's observed sums, PERMDISP's group row sums); the
     # message must still name the first bad entry.

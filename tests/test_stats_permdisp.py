@@ -31,8 +31,11 @@ def test_hand_worked_distances_to_centroid(backend):
 # skbio's PCoA keeps only positive eigenvalues, while vegan (and we) subtract the negative axes too, so the
 # two agree only on Euclidean distances; the non-Euclidean case is checked against vegan's golden values.
 @settings(max_examples=15, deadline=None)
-@given(design=grouped_points(group_sizes=(2, 10), groups=(2, 4), features=(1, 5), values=(1, 5)),
-       square=st.booleans(), backend=st.sampled_from(BACKENDS))
+@given(
+    design=grouped_points(group_sizes=(2, 10), groups=(2, 4), features=(1, 5), values=(1, 5)),
+    square=st.booleans(),
+    backend=st.sampled_from(BACKENDS),
+)
 def test_statistic_matches_skbio_centroid_on_euclidean_distances(design, square, backend):
     x, labels = design
     d = ssd.pdist(x)

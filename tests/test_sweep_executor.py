@@ -12,7 +12,6 @@ from pathlib import Path
 
 from _memory_transport import ScriptedTransport, VirtualTime, error_reply, openai_reply
 from _runner_support import make_spec
-
 from runner.errors import TransportError
 from runner.rundir import RunWriter, read_dataset
 from runner.sweep.execute import Executor
@@ -24,14 +23,29 @@ from runner.sweep.spec import Spec
 BASE = "http://memory.invalid/v1"  # never resolved: every request goes through the scripted transport
 
 
-def _run(spec: Spec, out: Path, transport: ScriptedTransport, time: VirtualTime, *, stop_after: int | None = None,
-         skip: set[str] = frozenset()) -> tuple[bool, RunStats]:
+def _run(
+    spec: Spec,
+    out: Path,
+    transport: ScriptedTransport,
+    time: VirtualTime,
+    *,
+    stop_after: int | None = None,
+    skip: set[str] = frozenset(),
+) -> tuple[bool, RunStats]:
     """One executor session over the spec's cells not in ``skip``; (interrupted, stats)."""
     writer = RunWriter.open_run(out, build_manifest(spec), batch_rows=spec.run.batch_rows)
     stats = RunStats(total=count_cells(spec))
-    executor = Executor(writer, stats, Progress(stats, stream=io.StringIO(), live=False), flush_interval_s=3600,
-                        rng_seed=5, transport_factory=lambda endpoint: transport, handle_signals=False,
-                        wait=time.wait, clock=time.clock)
+    executor = Executor(
+        writer,
+        stats,
+        Progress(stats, stream=io.StringIO(), live=False),
+        flush_interval_s=3600,
+        rng_seed=5,
+        transport_factory=lambda endpoint: transport,
+        handle_signals=False,
+        wait=time.wait,
+        clock=time.clock,
+    )
     if stop_after is not None:
         transport.on_send = lambda sent: executor.stop() if sent == stop_after else None
     work = [(e, (c for c in iter_cells(spec, e) if c.key not in skip)) for e in spec.endpoints]
@@ -78,7 +92,8 @@ def test_retryable_statuses_are_retried_with_backoff_and_fatal_ones_fail_at_once
     responses, failures = _rows(tmp_path / "run", "responses"), _rows(tmp_path / "run", "failures")
     assert not interrupted
     assert len(failures) == 12 and {(f["error_class"], f["http_status"], f["attempts"]) for f in failures} == {
-        ("FatalRequestError", 400, 1)}
+        ("FatalRequestError", 400, 1)
+    }
     assert all(f["seed"] == 2 and f["temperature"] == 1.0 for f in failures)
     retried = [r for r in responses if r["seed"] == 1 and r["temperature"] == 0.0]
     assert len(retried) == 12 and {r["attempts"] for r in retried} == {3}
@@ -104,7 +119,8 @@ def test_retry_after_is_honoured_and_exhausted_retries_are_recorded(tmp_path: Pa
     assert len([w for w in time.waits if w >= 7.0]) >= 24  # every 429 was waited out for its Retry-After
     assert {r["attempts"] for r in responses if r["seed"] == 1} == {2}
     assert len(failures) == 12 and {(f["error_class"], f["attempts"], f["http_status"]) for f in failures} == {
-        ("TransportError", 3, None)}
+        ("TransportError", 3, None)
+    }
     assert stats.endpoints["sim"].rate_limited == 24
 
 
@@ -140,11 +156,13 @@ def test_a_stop_finishes_requests_in_flight_and_a_second_session_sends_only_the_
 def test_a_whole_sweep_session_runs_on_an_injected_transport(tmp_path: Path) -> None:
     transport = ScriptedTransport(lambda body, attempt: openai_reply("The answer is 2."))
     spec = make_spec(BASE)
-    result = run_sweep(spec, tmp_path / "run", stream=io.StringIO(), live=False,
-                       transport_factory=lambda endpoint: transport)
+    result = run_sweep(
+        spec, tmp_path / "run", stream=io.StringIO(), live=False, transport_factory=lambda endpoint: transport
+    )
     assert (result.stored, result.failed, result.interrupted) == (48, 0, False)
     answers = _rows(tmp_path / "run", "answers")  # the session handed every committed part to the parse stage
     assert len(answers) == 48 and {(a["option_id"], a["status"]) for a in answers} == {(2, "ok")}
-    again = run_sweep(spec, tmp_path / "run", stream=io.StringIO(), live=False,
-                      transport_factory=lambda endpoint: transport)
+    again = run_sweep(
+        spec, tmp_path / "run", stream=io.StringIO(), live=False, transport_factory=lambda endpoint: transport
+    )
     assert (again.stored, again.already_stored) == (0, 48) and len(transport.sent) == 48

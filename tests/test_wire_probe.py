@@ -1,4 +1,4 @@
-"""run.determinism_probe: the probe runs before the sweep, lands in the manifest, survives resume, shows in the report."""
+"""run.determinism_probe: the probe runs before the sweep, lands in the manifest, survives resume, is reported."""
 
 from __future__ import annotations
 
@@ -6,18 +6,22 @@ import io
 from pathlib import Path
 
 import pytest
-from _runner_support import make_spec
-from test_runner_providers import ShapeServer
 
+from _runner_support import make_spec
 from runner.analyze.run import AnalysisOptions, analyze_run
+from runner.endpoints.sim import SimConfig, SimServerThread
 from runner.errors import SpecError
 from runner.report.html import render_report
-from runner.endpoints.sim import SimConfig, SimServerThread
 from runner.rundir import read_manifest
 from runner.sweep.session import PROBE_MAX_TOKENS, PROBE_REPEATS, run_sweep
+from test_runner_providers import ShapeServer
 
-DESIGN = {"personas": ["United States", "China", "Japan"], "questions": list(range(1, 25)), "seeds": [1, 2],
-          "temperature": [1.0]}
+DESIGN = {
+    "personas": ["United States", "China", "Japan"],
+    "questions": list(range(1, 25)),
+    "seeds": [1, 2],
+    "temperature": [1.0],
+}
 
 
 def _probe_requests(sim) -> int:
@@ -59,9 +63,12 @@ def test_no_probe_unless_asked_and_none_for_apis_that_cannot_take_it(tmp_path: P
     assert "determinism_probe" not in read_manifest(tmp_path / "plain")
     monkeypatch.setenv("HOFCAT_TEST_KEY", "k-probe-test")
     with ShapeServer("anthropic") as server:
-        spec = make_spec(server.base_url, run={"determinism_probe": True},
-                         endpoint={"provider": "anthropic", "api_key_env": "HOFCAT_TEST_KEY"},
-                         design={"personas": ["China"], "questions": [1], "seeds": [1], "temperature": [0.0]})
+        spec = make_spec(
+            server.base_url,
+            run={"determinism_probe": True},
+            endpoint={"provider": "anthropic", "api_key_env": "HOFCAT_TEST_KEY"},
+            design={"personas": ["China"], "questions": [1], "seeds": [1], "temperature": [0.0]},
+        )
         run_sweep(spec, tmp_path / "anthropic", live=False, stream=io.StringIO())
     assert len(server.requests) == 1  # the one cell: no probe requests
     assert "determinism_probe" not in read_manifest(tmp_path / "anthropic")

@@ -76,26 +76,58 @@ def agreement_tables(
         c_undef = float(np.isnan(boot.cat_score).mean())
         for i, name in enumerate(names):
             n_units = int(present[c, ks[i]].sum())
-            rows["indices"].append({**factors, "country": name, "n_units": n_units,
-                                    **{d: float(point[i, j]) for j, d in enumerate(DIMENSIONS)}})
+            rows["indices"].append(
+                {
+                    **factors,
+                    "country": name,
+                    "n_units": n_units,
+                    **{d: float(point[i, j]) for j, d in enumerate(DIMENSIONS)},
+                }
+            )
             mis = [d for j, d in enumerate(DIMENSIONS) if agree.misranked[0, i, j]]
-            rows["misranked"].append({**factors, "country": name, "misranked": len(mis),
-                                      "of": int(agree.counted[0, i].sum()), "dimensions": mis})
+            rows["misranked"].append(
+                {
+                    **factors,
+                    "country": name,
+                    "misranked": len(mis),
+                    "of": int(agree.counted[0, i].sum()),
+                    "dimensions": mis,
+                }
+            )
             share = agree.misranked_share[0, i]
             if np.isfinite(share):
                 shares.setdefault(name, []).append(float(share))
         for j, d in enumerate(DIMENSIONS):
-            rows["kendall"].append({**factors, "dimension": d, "tau": float(agree.kendall[0, j]),
-                                    "ci_low": float(t_low[j]), "ci_high": float(t_high[j]),
-                                    "undefined_share": float(t_undef[j]), "undefined": bool(agree.undefined[0, j]),
-                                    "n_countries": int(agree.compared[:, j].sum())})
-        rows["cat"].append({**factors, "cat_score": float(agree.cat_score[0]), "ci_low": float(c_low),
-                            "ci_high": float(c_high), "undefined_share": c_undef,
-                            "n_countries": len(ks), "countries": names})
+            rows["kendall"].append(
+                {
+                    **factors,
+                    "dimension": d,
+                    "tau": float(agree.kendall[0, j]),
+                    "ci_low": float(t_low[j]),
+                    "ci_high": float(t_high[j]),
+                    "undefined_share": float(t_undef[j]),
+                    "undefined": bool(agree.undefined[0, j]),
+                    "n_countries": int(agree.compared[:, j].sum()),
+                }
+            )
+        rows["cat"].append(
+            {
+                **factors,
+                "cat_score": float(agree.cat_score[0]),
+                "ci_low": float(c_low),
+                "ci_high": float(c_high),
+                "undefined_share": c_undef,
+                "n_countries": len(ks),
+                "countries": names,
+            }
+        )
     tables = {name: pl.DataFrame(data, infer_schema_length=None, nan_to_null=False) for name, data in rows.items()}
     tables["error_percentage"] = pl.DataFrame(
-        {"country": list(shares), "error_pct": [100.0 * float(np.mean(v)) for v in shares.values()],
-         "conditions": [len(v) for v in shares.values()]},
+        {
+            "country": list(shares),
+            "error_pct": [100.0 * float(np.mean(v)) for v in shares.values()],
+            "conditions": [len(v) for v in shares.values()],
+        },
         schema={"country": pl.String, "error_pct": pl.Float64, "conditions": pl.Int64},
     )
     tables["countries_without_reference"] = pl.DataFrame(

@@ -20,13 +20,43 @@ __all__ = ["ANSWER_COLUMNS", "BOOKKEEPING", "Design", "infer_design", "varying"]
 
 ANSWER_COLUMNS = ("country", "question", "option_id", "status")
 # Columns that identify or describe a response rather than the design that produced it.
-BOOKKEEPING = frozenset({
-    "cell_key", "response_text", "reason", "raw", "error", "error_class", "error_message", "finish_reason",
-    "latency_s", "attempts", "attempt", "http_status", "prompt_tokens", "completion_tokens", "total_tokens",
-    "started_at", "finished_at", "timestamp", "parser_version", "position", "displayed_position", "questions",
-    "option_order", "template_hash", "prompt_hash", "shuffle_seed", "provider", "hedged", "displayed",
-    "input_tokens", "output_tokens", "request_id", "part",
-})
+BOOKKEEPING = frozenset(
+    {
+        "cell_key",
+        "response_text",
+        "reason",
+        "raw",
+        "error",
+        "error_class",
+        "error_message",
+        "finish_reason",
+        "latency_s",
+        "attempts",
+        "attempt",
+        "http_status",
+        "prompt_tokens",
+        "completion_tokens",
+        "total_tokens",
+        "started_at",
+        "finished_at",
+        "timestamp",
+        "parser_version",
+        "position",
+        "displayed_position",
+        "questions",
+        "option_order",
+        "template_hash",
+        "prompt_hash",
+        "shuffle_seed",
+        "provider",
+        "hedged",
+        "displayed",
+        "input_tokens",
+        "output_tokens",
+        "request_id",
+        "part",
+    }
+)
 IDENTITY_UNITS = ("respondent", "gender", "age")
 
 

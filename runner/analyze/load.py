@@ -21,9 +21,24 @@ from runner.survey.reference import REFERENCE_DIR
 __all__ = ["language_countries", "load_answers"]
 
 # Response columns that the answers need: everything else in responses is bookkeeping or the reply itself.
-RESPONSE_FACTORS = ("endpoint", "model", "language", "mode", "framing", "country", "age", "gender",
-                    "reply_format", "seed", "temperature", "top_p", "max_tokens", "constraint", "option_order",
-                    "shuffle_seed")
+RESPONSE_FACTORS = (
+    "endpoint",
+    "model",
+    "language",
+    "mode",
+    "framing",
+    "country",
+    "age",
+    "gender",
+    "reply_format",
+    "seed",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "constraint",
+    "option_order",
+    "shuffle_seed",
+)
 
 
 def language_countries() -> dict[str, str]:
@@ -66,8 +81,11 @@ def _joined_by_part(pairs: list[tuple[Path, Path]], keep_keys: bool) -> pl.LazyF
         cells = pl.scan_parquet(response_path)
         have = cells.collect_schema().names()
         cells = cells.select([c for c in ("cell_key", *RESPONSE_FACTORS) if c in have])
-        part = pl.scan_parquet(answer_path).select("cell_key", "question", "option_id", "status").join(
-            cells, on="cell_key", how="left")
+        part = (
+            pl.scan_parquet(answer_path)
+            .select("cell_key", "question", "option_id", "status")
+            .join(cells, on="cell_key", how="left")
+        )
         part = _derive(part)
         slim.append((part if keep_keys else part.drop("cell_key")).collect())
     # diagonal: parts written before the constraint column existed get it as null, which means "none"
@@ -86,12 +104,13 @@ def _derive(lazy: pl.LazyFrame) -> pl.LazyFrame:
     names = lazy.collect_schema().names()
     if "shuffle_seed" in names:
         lazy = lazy.with_columns(shuffled=pl.col("shuffle_seed").is_not_null()).drop(
-            [c for c in ("shuffle_seed", "option_order") if c in names])
+            [c for c in ("shuffle_seed", "option_order") if c in names]
+        )
     elif "option_order" in names:
         canonical = pl.lit([1, 2, 3, 4, 5], dtype=pl.List(pl.Int64))
-        lazy = lazy.with_columns(
-            shuffled=pl.col("option_order").cast(pl.List(pl.Int64)) != canonical
-        ).drop("option_order")
+        lazy = lazy.with_columns(shuffled=pl.col("option_order").cast(pl.List(pl.Int64)) != canonical).drop(
+            "option_order"
+        )
     if "language" in names:
         mapped = pl.col("language").replace_strict(language_countries(), default=None, return_dtype=pl.String)
         if "country" not in names:

@@ -60,8 +60,13 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
     human = load_reference(options.human_reference)
     units = unit_array(answers, design, options.policy)
     tables = agreement_tables(
-        units, reference, undefined_tau=options.undefined_tau, constants=options.constants,
-        n_resamples=options.n_resamples, confidence_level=options.confidence_level, seed=options.seed,
+        units,
+        reference,
+        undefined_tau=options.undefined_tau,
+        constants=options.constants,
+        n_resamples=options.n_resamples,
+        confidence_level=options.confidence_level,
+        seed=options.seed,
     )
     tables["questions"] = question_table(answers, design.factors, options.policy).collect(engine="streaming")
     tables["status_rates"] = status_rates(answers, [c for c in STATUS_GROUPS if c in design.factors])
@@ -77,9 +82,14 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
         "undefined_tau": options.undefined_tau,
         "policy": options.policy.to_dict(),
         "constants": dict(options.constants or {}),
-        "bootstrap": {"n_resamples": options.n_resamples, "confidence_level": options.confidence_level,
-                      "method": "percentile", "unit": list(design.units), "seed": options.seed,
-                      "stream": "stats_core.bootstrap_indices(units per country, n_resamples, (seed, condition))"},
+        "bootstrap": {
+            "n_resamples": options.n_resamples,
+            "confidence_level": options.confidence_level,
+            "method": "percentile",
+            "unit": list(design.units),
+            "seed": options.seed,
+            "stream": "stats_core.bootstrap_indices(units per country, n_resamples, (seed, condition))",
+        },
         "permutations": {"count": options.permutations, "seed": options.seed},
         "max_points_per_set": options.max_points,
         "design": design.to_dict(),

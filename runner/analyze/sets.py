@@ -51,11 +51,22 @@ def respondent_table(units: UnitArray, *, max_points: int | None = None, seed: i
     parts = []
     for c in range(units.conditions.height):
         x, k_idx, units_of = _points(units, c, max_points, seed)
-        parts.append(pl.DataFrame({
-            "set": [labels[c]] * len(x), "country": [units.countries[k] for k in k_idx],
-            "unit": units_of.astype(np.int64), **{f"q{q + 1}": x[:, q] for q in range(24)},
-        }, schema={"set": pl.String, "country": pl.String, "unit": pl.Int64,
-                   **{f"q{q}": pl.Float64 for q in QUESTIONS}}))
+        parts.append(
+            pl.DataFrame(
+                {
+                    "set": [labels[c]] * len(x),
+                    "country": [units.countries[k] for k in k_idx],
+                    "unit": units_of.astype(np.int64),
+                    **{f"q{q + 1}": x[:, q] for q in range(24)},
+                },
+                schema={
+                    "set": pl.String,
+                    "country": pl.String,
+                    "unit": pl.Int64,
+                    **{f"q{q}": pl.Float64 for q in QUESTIONS},
+                },
+            )
+        )
     return pl.concat(parts) if parts else pl.DataFrame()
 
 
@@ -85,8 +96,16 @@ def centroid_correlations(units: UnitArray) -> pl.DataFrame:
             res = pearsonr(ca, cb)
             r, p = float(res.statistic), float(res.pvalue)
         out.append({"set_a": labels[a], "set_b": labels[b], "factor": factor, "pearson_r": r, "pvalue": p})
-    return pl.DataFrame(out, schema={"set_a": pl.String, "set_b": pl.String, "factor": pl.String,
-                                     "pearson_r": pl.Float64, "pvalue": pl.Float64})
+    return pl.DataFrame(
+        out,
+        schema={
+            "set_a": pl.String,
+            "set_b": pl.String,
+            "factor": pl.String,
+            "pearson_r": pl.Float64,
+            "pvalue": pl.Float64,
+        },
+    )
 
 
 def _national(units: UnitArray, c: int, nations: list[str]) -> np.ndarray:
@@ -119,9 +138,16 @@ def disparity(units: UnitArray, human: ReferenceSet) -> pl.DataFrame:
         if len(nations) < 2:
             continue
         result = stats_core.mcd(_national(units, c, nations), human.matrix(nations))
-        out.append({"set": labels[c], "nations": len(nations),
-                    **{f"sigma_{d}": float(s) for d, s in zip(DIMENSIONS, result.model_sigma, strict=True)},
-                    "d_model": result.model_disparity, "d_human": result.human_disparity, "mcd": result.statistic})
+        out.append(
+            {
+                "set": labels[c],
+                "nations": len(nations),
+                **{f"sigma_{d}": float(s) for d, s in zip(DIMENSIONS, result.model_sigma, strict=True)},
+                "d_model": result.model_disparity,
+                "d_human": result.human_disparity,
+                "mcd": result.statistic,
+            }
+        )
     return pl.DataFrame(out, infer_schema_length=None)
 
 
@@ -133,8 +159,16 @@ def set_separation(
     out = []
     for a, b, factor in set_pairs(units):
         xa, xb = (indices_from_means(_points(units, c, max_points, seed)[0]) for c in (a, b))
-        row = {"set_a": labels[a], "set_b": labels[b], "factor": factor, "n_a": len(xa), "n_b": len(xb),
-               "davies_bouldin": None, "silhouette": None, "ss_h": None}
+        row = {
+            "set_a": labels[a],
+            "set_b": labels[b],
+            "factor": factor,
+            "n_a": len(xa),
+            "n_b": len(xb),
+            "davies_bouldin": None,
+            "silhouette": None,
+            "ss_h": None,
+        }
         if len(xa) >= 2 and len(xb) >= 2:
             x = np.vstack([xa, xb])
             lab = np.repeat([0, 1], [len(xa), len(xb)])
@@ -142,11 +176,20 @@ def set_separation(
             row["silhouette"] = float(stats_core.silhouette(stats_core.pdist(x), lab))
         nations = _common_nations(units, human, [a, b])
         if len(nations) >= 2:
-            row["ss_h"] = float(stats_core.ss_h(_national(units, a, nations), _national(units, b, nations),
-                                                human.matrix(nations)))
+            row["ss_h"] = float(
+                stats_core.ss_h(_national(units, a, nations), _national(units, b, nations), human.matrix(nations))
+            )
         out.append(row)
-    schema = {"set_a": pl.String, "set_b": pl.String, "factor": pl.String, "n_a": pl.Int64, "n_b": pl.Int64,
-              "davies_bouldin": pl.Float64, "silhouette": pl.Float64, "ss_h": pl.Float64}
+    schema = {
+        "set_a": pl.String,
+        "set_b": pl.String,
+        "factor": pl.String,
+        "n_a": pl.Int64,
+        "n_b": pl.Int64,
+        "davies_bouldin": pl.Float64,
+        "silhouette": pl.Float64,
+        "ss_h": pl.Float64,
+    }
     return pl.DataFrame(out, schema=schema)
 
 
@@ -176,12 +219,30 @@ def factor_tests(
             dist = stats_core.pdist(x)
             pm = stats_core.permanova(dist, labels, permutations, seed)
             pd_ = stats_core.permdisp(dist, labels, permutations, seed)
-            out.append({"factor": factor, "stratum": ", ".join(f"{f}={v}" for f, v in stratum) or "all",
-                        "levels": [str(level) for level, _ in blocks], "n": int(len(x)),
-                        "permanova_f": float(pm.statistic), "permanova_p": float(pm.pvalue),
-                        "permdisp_f": float(pd_.statistic), "permdisp_p": float(pd_.pvalue),
-                        "permutations": permutations, "seed": seed})
-    schema = {"factor": pl.String, "stratum": pl.String, "levels": pl.List(pl.String), "n": pl.Int64,
-              "permanova_f": pl.Float64, "permanova_p": pl.Float64, "permdisp_f": pl.Float64,
-              "permdisp_p": pl.Float64, "permutations": pl.Int64, "seed": pl.Int64}
+            out.append(
+                {
+                    "factor": factor,
+                    "stratum": ", ".join(f"{f}={v}" for f, v in stratum) or "all",
+                    "levels": [str(level) for level, _ in blocks],
+                    "n": int(len(x)),
+                    "permanova_f": float(pm.statistic),
+                    "permanova_p": float(pm.pvalue),
+                    "permdisp_f": float(pd_.statistic),
+                    "permdisp_p": float(pd_.pvalue),
+                    "permutations": permutations,
+                    "seed": seed,
+                }
+            )
+    schema = {
+        "factor": pl.String,
+        "stratum": pl.String,
+        "levels": pl.List(pl.String),
+        "n": pl.Int64,
+        "permanova_f": pl.Float64,
+        "permanova_p": pl.Float64,
+        "permdisp_f": pl.Float64,
+        "permdisp_p": pl.Float64,
+        "permutations": pl.Int64,
+        "seed": pl.Int64,
+    }
     return pl.DataFrame(out, schema=schema)

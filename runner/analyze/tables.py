@@ -26,7 +26,8 @@ def question_table(answers: pl.LazyFrame, factors: Sequence[str], policy: Policy
     scored = answers.with_columns(scored_option(policy))
     stats = question_stats(scored, [*factors, "country"], value="scored")
     counts = (
-        answers.group_by([*keys, "status"]).agg(pl.len().cast(pl.Int64).alias("count"))
+        answers.group_by([*keys, "status"])
+        .agg(pl.len().cast(pl.Int64).alias("count"))
         .collect(engine="streaming")
         .pivot("status", index=keys, values="count")
         .fill_null(0)
@@ -34,9 +35,7 @@ def question_table(answers: pl.LazyFrame, factors: Sequence[str], policy: Policy
     )
     status_cols = pl.all().exclude(keys).name.prefix("status_")
     counts = counts.select([*[pl.col(k) for k in keys], status_cols])
-    return counts.join(stats, on=keys, how="left", nulls_equal=True).with_columns(
-        pl.col("n").fill_null(0)
-    ).sort(keys)
+    return counts.join(stats, on=keys, how="left", nulls_equal=True).with_columns(pl.col("n").fill_null(0)).sort(keys)
 
 
 def status_rates(answers: pl.LazyFrame, by: Sequence[str]) -> pl.DataFrame:

@@ -63,9 +63,9 @@ def unit_array(answers: pl.LazyFrame, design: Design, policy: Policy = DEFAULT_P
         .join(units.with_row_index("_u"), on=list(design.units), nulls_equal=True)
     )
     values = np.full((conditions.height, countries.height, units.height, 24), np.nan)
-    values[
-        coded["_c"].to_numpy(), coded["_k"].to_numpy(), coded["_u"].to_numpy(), coded["question"].to_numpy() - 1
-    ] = coded["answer"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+    values[coded["_c"].to_numpy(), coded["_k"].to_numpy(), coded["_u"].to_numpy(), coded["question"].to_numpy() - 1] = (
+        coded["answer"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+    )
     return UnitArray(conditions, tuple(countries["country"].to_list()), units, values)
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from runner.survey.vocab import UNDEFINED_TAU
-import sys
 
 NAME = "analyze"
 HELP = "Analyse a run directory's parsed answers: per-question tables, indices, tau/CAT with bootstrap CIs, set tests."
@@ -14,24 +14,48 @@ HELP = "Analyse a run directory's parsed answers: per-question tables, indices, 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """RUN_DIR and the analysis choices (all recorded in analysis/summary.json)."""
     parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory holding the parsed answers")
-    parser.add_argument("--reference", default=None, metavar="NAME_OR_CSV",
-                        help="reference set for Kendall tau (default: the run manifest's, else hofstede-2015)")
-    parser.add_argument("--human-reference", default="human-nine-nations", metavar="NAME_OR_CSV",
-                        help="human reference for D/MCD and SS_h (default human-nine-nations)")
+    parser.add_argument(
+        "--reference",
+        default=None,
+        metavar="NAME_OR_CSV",
+        help="reference set for Kendall tau (default: the run manifest's, else hofstede-2015)",
+    )
+    parser.add_argument(
+        "--human-reference",
+        default="human-nine-nations",
+        metavar="NAME_OR_CSV",
+        help="human reference for D/MCD and SS_h (default human-nine-nations)",
+    )
     parser.add_argument("--undefined-tau", choices=UNDEFINED_TAU, default="nan", help="undefined-tau policy")
-    parser.add_argument("--unparseable", choices=("drop", "neutral"), default="drop",
-                        help="answers whose parse status is not ok: dropped or scored 3 (default drop)")
-    parser.add_argument("--health-items", choices=("answered", "neutral"), default="answered",
-                        help="Q15 and Q18: scored as answered or pinned to 3 (default answered)")
+    parser.add_argument(
+        "--unparseable",
+        choices=("drop", "neutral"),
+        default="drop",
+        help="answers whose parse status is not ok: dropped or scored 3 (default drop)",
+    )
+    parser.add_argument(
+        "--health-items",
+        choices=("answered", "neutral"),
+        default="answered",
+        help="Q15 and Q18: scored as answered or pinned to 3 (default answered)",
+    )
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     parser.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
     parser.add_argument("--permutations", type=int, default=999, help="PERMANOVA/PERMDISP permutations (default 999)")
-    parser.add_argument("--max-points", type=int, default=1000,
-                        help="respondents per set in distance-based measures; larger sets are subsampled (seeded)")
+    parser.add_argument(
+        "--max-points",
+        type=int,
+        default=1000,
+        help="respondents per set in distance-based measures; larger sets are subsampled (seeded)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of every resampling (default 0)")
     parser.add_argument("--factors", default=None, metavar="COL,...", help="condition columns (default: inferred)")
-    parser.add_argument("--units", default=None, metavar="COL,...",
-                        help="resampling unit columns (default: seed, plus respondent/gender/age if present)")
+    parser.add_argument(
+        "--units",
+        default=None,
+        metavar="COL,...",
+        help="resampling unit columns (default: seed, plus respondent/gender/age if present)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -43,17 +67,28 @@ def main(args: argparse.Namespace) -> int:
         return None if text is None else tuple(c.strip() for c in text.split(",") if c.strip())
 
     options = AnalysisOptions(
-        reference=args.reference, human_reference=args.human_reference, undefined_tau=args.undefined_tau,
-        n_resamples=args.resamples, confidence_level=args.confidence, permutations=args.permutations,
-        seed=args.seed, max_points=args.max_points, factors=cols(args.factors), units=cols(args.units),
+        reference=args.reference,
+        human_reference=args.human_reference,
+        undefined_tau=args.undefined_tau,
+        n_resamples=args.resamples,
+        confidence_level=args.confidence,
+        permutations=args.permutations,
+        seed=args.seed,
+        max_points=args.max_points,
+        factors=cols(args.factors),
+        units=cols(args.units),
         policy=Policy(unparseable=args.unparseable, health_items=args.health_items),
     )
-    problems = [text for bad, text in (
-        (not 0 < options.confidence_level < 1, f"--confidence {options.confidence_level} is not in (0, 1)"),
-        (options.n_resamples < 1, f"--resamples {options.n_resamples} is not ≥ 1"),
-        (options.permutations < 0, f"--permutations {options.permutations} is not ≥ 0"),
-        (options.max_points < 2, f"--max-points {options.max_points} is not ≥ 2"),
-    ) if bad]
+    problems = [
+        text
+        for bad, text in (
+            (not 0 < options.confidence_level < 1, f"--confidence {options.confidence_level} is not in (0, 1)"),
+            (options.n_resamples < 1, f"--resamples {options.n_resamples} is not ≥ 1"),
+            (options.permutations < 0, f"--permutations {options.permutations} is not ≥ 0"),
+            (options.max_points < 2, f"--max-points {options.max_points} is not ≥ 2"),
+        )
+        if bad
+    ]
     if problems:
         print(f"hofcat analyze: error: {'; '.join(problems)}", file=sys.stderr)
         return 2

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-
-from runner.survey.vocab import MODES, QUESTIONS
 import json
 import sys
+
+from runner.survey.vocab import MODES, QUESTIONS
 
 NAME = "parse-text"
 HELP = "Parse one model reply (a file or - for stdin) and print each question's option ID and status as JSON."
@@ -14,22 +14,33 @@ HELP = "Parse one model reply (a file or - for stdin) and print each question's 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """--mode, --question, --language, --options-order, --reply-format and the reply file."""
-    parser.add_argument("--mode", choices=MODES, required=True,
-                        help="item: one question per reply; survey: all 24 questions in one reply")
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        required=True,
+        help="item: one question per reply; survey: all 24 questions in one reply",
+    )
     parser.add_argument("--question", type=int, metavar="N", help="the question asked (1-24); item mode only")
     parser.add_argument("--language", default="en", help="instrument language of the prompt (default: en)")
-    parser.add_argument("--options-order", default="1,2,3,4,5", metavar="IDS",
-                        help="option IDs in displayed order, e.g. 3,1,5,2,4 (default: 1,2,3,4,5)")
-    parser.add_argument("--reply-format", default="number",
-                        help="the reply format the prompt asked for: number, json, free, fewshot (default: number)")
+    parser.add_argument(
+        "--options-order",
+        default="1,2,3,4,5",
+        metavar="IDS",
+        help="option IDs in displayed order, e.g. 3,1,5,2,4 (default: 1,2,3,4,5)",
+    )
+    parser.add_argument(
+        "--reply-format",
+        default="number",
+        help="the reply format the prompt asked for: number, json, free, fewshot (default: number)",
+    )
     parser.add_argument("file", metavar="FILE", help="file holding the reply text, or - for stdin")
 
 
 def main(args: argparse.Namespace) -> int:
     """Print one JSON object: parser version, the cell's design and one answer per question."""
+    from runner.parse import parse_reply
     from runner.survey.cell import PromptCell
     from runner.survey.instrument import languages
-    from runner.parse import parse_reply
 
     def fail(message: str) -> int:
         print(f"hofcat parse-text: error: {message}", file=sys.stderr)
@@ -63,11 +74,17 @@ def main(args: argparse.Namespace) -> int:
         return fail(f"{args.file} is not UTF-8 text (byte {exc.start})")
     cell = PromptCell(args.language, args.mode, questions, option_order=order, reply_format=args.reply_format)
     result = parse_reply(text, cell)
-    print(json.dumps({
-        "parser_version": result.parser_version,
-        "mode": args.mode,
-        "language": args.language,
-        "options_order": list(order),
-        "answers": [answer.to_dict() for answer in result.answers],
-    }, ensure_ascii=False, indent=2))
+    print(
+        json.dumps(
+            {
+                "parser_version": result.parser_version,
+                "mode": args.mode,
+                "language": args.language,
+                "options_order": list(order),
+                "answers": [answer.to_dict() for answer in result.answers],
+            },
+            ensure_ascii=False,
+            indent=2,
+        )
+    )
     return 0

@@ -29,8 +29,10 @@ def main(args: argparse.Namespace) -> int:
     print("  " + " × ".join(f"{n} {name}" for name, n in summary["factors"].items()))
     for name, e in summary["endpoints"].items():
         price = "" if e["cost_max"] is None else f", cost at most {e['cost_max']:.4f}"
-        print(f"  {name}: {e['cells']} cells, ~{e['input_tokens_estimate']} input tokens, "
-              f"at most {e['output_tokens_max']} output tokens{price}")
+        print(
+            f"  {name}: {e['cells']} cells, ~{e['input_tokens_estimate']} input tokens, "
+            f"at most {e['output_tokens_max']} output tokens{price}"
+        )
     if summary["cost_max"] is not None:
         print(f"  total cost at most {summary['cost_max']:.4f}")
     return 0

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-
-from runner.survey.vocab import PROVIDERS
 import json
 import sys
+
+from runner.survey.vocab import PROVIDERS
 
 NAME = "probe"
 HELP = (

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 
 NAME = "reparse"
-HELP = ("Re-parse a run directory's stored responses with this hofcat's parser: every answers part an "
-        "older parser wrote (or a crash left missing) is rewritten; nothing is sent again.")
+HELP = (
+    "Re-parse a run directory's stored responses with this hofcat's parser: every answers part an "
+    "older parser wrote (or a crash left missing) is rewritten; nothing is sent again."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,6 +26,9 @@ def main(args: argparse.Namespace) -> int:
     read_manifest(args.run_dir)  # a located error for a directory that is not a run
     result = reparse(args.run_dir)
     before = f" (were {', '.join(result.previous_versions)})" if result.previous_versions else ""
-    print(f"hofcat reparse: {result.rewritten} answers parts rewritten{before}, {result.current} already current; "
-          f"parser {result.parser_version} → {args.run_dir}", file=sys.stderr)
+    print(
+        f"hofcat reparse: {result.rewritten} answers parts rewritten{before}, {result.current} already current; "
+        f"parser {result.parser_version} → {args.run_dir}",
+        file=sys.stderr,
+    )
     return 0

@@ -12,10 +12,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """SPEC, --out, --retry-failed, --log-every."""
     parser.add_argument("spec", metavar="SPEC", help="the sweep spec (TOML)")
     parser.add_argument("--out", metavar="RUN_DIR", required=True, help="run directory (created, or resumed)")
-    parser.add_argument("--retry-failed", action="store_true",
-                        help="also retry the cells that exhausted their retries in earlier runs")
-    parser.add_argument("--log-every", metavar="SECONDS", type=float, default=60.0,
-                        help="seconds between progress lines when stderr is not a terminal (default 60)")
+    parser.add_argument(
+        "--retry-failed", action="store_true", help="also retry the cells that exhausted their retries in earlier runs"
+    )
+    parser.add_argument(
+        "--log-every",
+        metavar="SECONDS",
+        type=float,
+        default=60.0,
+        help="seconds between progress lines when stderr is not a terminal (default 60)",
+    )
 
 
 # Exit status when the sweep finished but some cells failed for good: scripts must not mistake it for a
@@ -29,8 +35,8 @@ def main(args: argparse.Namespace) -> int:
     import gc
     import sys
 
-    from runner.sweep.spec import load_spec
     from runner.sweep.session import run_sweep
+    from runner.sweep.spec import load_spec
 
     spec = load_spec(args.spec)
     # Everything imported so far lives as long as the process: keep it out of the cyclic collector's
@@ -41,12 +47,18 @@ def main(args: argparse.Namespace) -> int:
     if result.interrupted:
         print(f"hofcat run: interrupted; run the same command again to resume ({args.out})", file=sys.stderr)
         return 130
-    print(f"hofcat run: {result.stored} stored, {result.failed} failed, {result.already_stored} stored before "
-          f"→ {args.out}", file=sys.stderr)
+    print(
+        f"hofcat run: {result.stored} stored, {result.failed} failed, {result.already_stored} stored before "
+        f"→ {args.out}",
+        file=sys.stderr,
+    )
     # Earlier sessions' failures count too: a resume that skipped them has not fixed them.
     failed = result.failed + result.failed_before
     if failed:
-        print(f"hofcat run: {failed} cells failed for good (see `hofcat status {args.out}`); "
-              f"retry them with --retry-failed", file=sys.stderr)
+        print(
+            f"hofcat run: {failed} cells failed for good (see `hofcat status {args.out}`); "
+            f"retry them with --retry-failed",
+            file=sys.stderr,
+        )
         return EXIT_CELLS_FAILED
     return 0

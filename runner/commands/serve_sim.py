@@ -15,20 +15,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8011, help="port; 0 picks a free one (default 8011)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every random choice the server makes")
     parser.add_argument("--model", default="sim-1", help="model name listed by /v1/models (default sim-1)")
-    parser.add_argument("--reference", default="hofstede-2015",
-                        help="reference set name or CSV whose country scores drive the answers")
-    parser.add_argument("--signal", type=float, default=2.0,
-                        help="expected index points per reference score point (default 2.0; 0 = no signal)")
+    parser.add_argument(
+        "--reference", default="hofstede-2015", help="reference set name or CSV whose country scores drive the answers"
+    )
+    parser.add_argument(
+        "--signal",
+        type=float,
+        default=2.0,
+        help="expected index points per reference score point (default 2.0; 0 = no signal)",
+    )
     parser.add_argument("--spread", type=float, default=1.0, help="base answer dispersion, > 0 (default 1.0)")
-    parser.add_argument("--latency-ms", default="0",
-                        help="latency: MS, uniform:LO:HI, exponential:MEAN or lognormal:MEDIAN:SIGMA (default 0)")
+    parser.add_argument(
+        "--latency-ms",
+        default="0",
+        help="latency: MS, uniform:LO:HI, exponential:MEAN or lognormal:MEDIAN:SIGMA (default 0)",
+    )
     parser.add_argument("--rpm", type=int, default=None, help="requests per minute before 429 (default unlimited)")
     parser.add_argument("--burst", type=int, default=None, help="requests per second before 429 (default unlimited)")
-    parser.add_argument("--tpm", type=int, default=None,
-                        help="tokens (prompt + max_tokens) per minute before 429 (default unlimited)")
+    parser.add_argument(
+        "--tpm", type=int, default=None, help="tokens (prompt + max_tokens) per minute before 429 (default unlimited)"
+    )
     parser.add_argument("--error-rate", type=float, default=0.0, help="share of attempts answered 500/502/503")
-    parser.add_argument("--malformed-rate", type=float, default=0.0,
-                        help="share of attempts answered 200 with truncated JSON or an HTML page")
+    parser.add_argument(
+        "--malformed-rate",
+        type=float,
+        default=0.0,
+        help="share of attempts answered 200 with truncated JSON or an HTML page",
+    )
     parser.add_argument("--hang-rate", type=float, default=0.0, help="share of attempts that hang for --hang-s")
     parser.add_argument("--hang-s", type=float, default=600.0, help="how long a hanging attempt waits (default 600)")
     parser.add_argument("--refusal-rate", type=float, default=0.0, help="share of replies that refuse to answer")
@@ -41,11 +54,22 @@ def config_from_args(args: argparse.Namespace) -> object:
     from runner.endpoints.sim import Latency, SimConfig
 
     return SimConfig(
-        seed=args.seed, model=args.model, reference=args.reference, signal=args.signal, spread=args.spread,
-        latency=Latency.parse(args.latency_ms), requests_per_minute=args.rpm, burst=args.burst,
+        seed=args.seed,
+        model=args.model,
+        reference=args.reference,
+        signal=args.signal,
+        spread=args.spread,
+        latency=Latency.parse(args.latency_ms),
+        requests_per_minute=args.rpm,
+        burst=args.burst,
         tokens_per_minute=args.tpm,
-        error_rate=args.error_rate, malformed_rate=args.malformed_rate, hang_rate=args.hang_rate,
-        hang_s=args.hang_s, refusal_rate=args.refusal_rate, chatty_rate=args.chatty_rate, log_path=args.log,
+        error_rate=args.error_rate,
+        malformed_rate=args.malformed_rate,
+        hang_rate=args.hang_rate,
+        hang_s=args.hang_s,
+        refusal_rate=args.refusal_rate,
+        chatty_rate=args.chatty_rate,
+        log_path=args.log,
     )
 
 
@@ -66,8 +90,11 @@ def main(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         async with SimServer(config, host=args.host, port=args.port) as server:  # type: ignore[arg-type]
             print(server.base_url, flush=True)
-            print(f"hofcat serve-sim: serving on {server.base_url} (seed {args.seed}); Ctrl-C stops",
-                  file=sys.stderr, flush=True)
+            print(
+                f"hofcat serve-sim: serving on {server.base_url} (seed {args.seed}); Ctrl-C stops",
+                file=sys.stderr,
+                flush=True,
+            )
             await stop.wait()
             total = server.log.total
         print(f"hofcat serve-sim: stopped after {total} requests", file=sys.stderr, flush=True)

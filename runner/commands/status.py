@@ -25,11 +25,15 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(status, indent=2))
         return 0
     cost = "" if status["cost"] is None else f", cost {status['cost']:.4f}"
-    print(f"run {status['run']} (spec {status['spec_hash']}): {status['done']} done, {status['failed']} failed, "
-          f"{status['remaining']} remaining of {status['planned']}; tokens {status['input_tokens']} in / "
-          f"{status['output_tokens']} out{cost}")
+    print(
+        f"run {status['run']} (spec {status['spec_hash']}): {status['done']} done, {status['failed']} failed, "
+        f"{status['remaining']} remaining of {status['planned']}; tokens {status['input_tokens']} in / "
+        f"{status['output_tokens']} out{cost}"
+    )
     for name, e in status["endpoints"].items():
         ecost = "" if e["cost"] is None else f", cost {e['cost']:.4f}"
-        print(f"  {name}: {e['done']} done, {e['failed']} failed, tokens {e['input_tokens']} in / "
-              f"{e['output_tokens']} out{ecost}")
+        print(
+            f"  {name}: {e['done']} done, {e['failed']} failed, tokens {e['input_tokens']} in / "
+            f"{e['output_tokens']} out{ecost}"
+        )
     return 0

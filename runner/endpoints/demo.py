@@ -97,12 +97,21 @@ def run_demo(out: str | Path, options: DemoOptions = DemoOptions()) -> DemoResul
     run_dir = out / "run"
     with _endpoint(options) as (base_url, model, concurrency):
         spec_path = out / "spec.toml"
-        spec_path.write_text(_SPEC.format(
-            endpoint=options.endpoint, seed=options.seed, base_url=base_url, model=model, concurrency=concurrency,
-            personas=", ".join(f'"{p}"' for p in PERSONAS), reply_format=options.reply_format,
-            seeds=", ".join(str(s) for s in range(1, options.seeds + 1)), temperature=options.temperature,
-            max_tokens=options.max_tokens, constraint=options.constraint,
-        ))
+        spec_path.write_text(
+            _SPEC.format(
+                endpoint=options.endpoint,
+                seed=options.seed,
+                base_url=base_url,
+                model=model,
+                concurrency=concurrency,
+                personas=", ".join(f'"{p}"' for p in PERSONAS),
+                reply_format=options.reply_format,
+                seeds=", ".join(str(s) for s in range(1, options.seeds + 1)),
+                temperature=options.temperature,
+                max_tokens=options.max_tokens,
+                constraint=options.constraint,
+            )
+        )
         result = run_sweep(parse_spec(spec_path.read_text(), source=str(spec_path)), run_dir)
         if result.interrupted:
             raise KeyboardInterrupt

@@ -8,14 +8,23 @@ jsonreply, item (one question), survey (numbered lists, JSON lists), policy.
 
 from __future__ import annotations
 
-from runner.survey.cell import PromptCell
 from runner.parse.item import context, parse_item
 from runner.parse.policy import Policy, PolicyError, apply_policies
 from runner.parse.result import PARSER_VERSION, STATUSES, Answer, ParseResult, Status
 from runner.parse.survey import parse_survey
+from runner.survey.cell import PromptCell
 
-__all__ = ["PARSER_VERSION", "STATUSES", "Answer", "ParseResult", "Policy", "PolicyError", "Status",
-           "apply_policies", "parse_reply"]
+__all__ = [
+    "PARSER_VERSION",
+    "STATUSES",
+    "Answer",
+    "ParseResult",
+    "Policy",
+    "PolicyError",
+    "Status",
+    "apply_policies",
+    "parse_reply",
+]
 
 
 def parse_reply(text: str, cell: PromptCell) -> ParseResult:

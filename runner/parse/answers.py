@@ -20,8 +20,19 @@ from runner.survey.cell import Framing, PromptCell
 __all__ = ["CELL_COLUMNS", "CURRENT", "Parser", "answers_table", "prompt_cell"]
 
 # The response columns a parse needs: the cell's factors and the reply.
-CELL_COLUMNS = ("cell_key", "language", "mode", "questions", "framing", "country", "age", "gender",
-                "option_order", "reply_format", "response_text")
+CELL_COLUMNS = (
+    "cell_key",
+    "language",
+    "mode",
+    "questions",
+    "framing",
+    "country",
+    "age",
+    "gender",
+    "option_order",
+    "reply_format",
+    "response_text",
+)
 VERSION_KEY = "hofcat.parser_version"  # answers parts carry their parser's version in the schema metadata
 
 
@@ -39,9 +50,12 @@ CURRENT = Parser(PARSER_VERSION, parse_reply)
 def prompt_cell(row: dict[str, Any]) -> PromptCell:
     """The ``PromptCell`` a stored response row answered (from its factor columns)."""
     return PromptCell(
-        language=row["language"], mode=row["mode"], questions=tuple(row["questions"]),
+        language=row["language"],
+        mode=row["mode"],
+        questions=tuple(row["questions"]),
         framing=Framing(row["framing"], row["country"], row["age"], row["gender"]),
-        option_order=tuple(row["option_order"]), reply_format=row["reply_format"],
+        option_order=tuple(row["option_order"]),
+        reply_format=row["reply_format"],
     )
 
 
@@ -50,9 +64,18 @@ def answers_table(responses: pa.Table, parser: Parser = CURRENT) -> pa.Table:
     rows: list[AnswerRow] = []
     for row in responses.select(list(CELL_COLUMNS)).to_pylist():
         key = row["cell_key"]
-        rows.extend(AnswerRow(cell_key=key, question=a.question, option_id=a.option_id, status=a.status,
-                              hedged=a.hedged, displayed=a.displayed, parser_version=parser.version)
-                    for a in _parsed(parser, row["response_text"] or "", prompt_cell(row)))
+        rows.extend(
+            AnswerRow(
+                cell_key=key,
+                question=a.question,
+                option_id=a.option_id,
+                status=a.status,
+                hedged=a.hedged,
+                displayed=a.displayed,
+                parser_version=parser.version,
+            )
+            for a in _parsed(parser, row["response_text"] or "", prompt_cell(row))
+        )
     return table(rows, AnswerRow, {VERSION_KEY: parser.version})
 
 

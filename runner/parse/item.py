@@ -14,17 +14,28 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from runner.survey.instrument import load_instrument
 from runner.parse import markers
 from runner.parse.jsonreply import first_json
 from runner.parse.labels import LabelMatcher, matcher
 from runner.parse.normalize import normalize, squash, without_reasoning
 from runner.parse.result import Answer
+from runner.survey.instrument import load_instrument
 
 _BARE = re.compile(r"[\s*(\[\"'`]*(\d{1,3})[\s.)\]*\"'`]*")
 _OPTION_FIELD = re.compile(r"\"option_?id\"\s*:\s*\"?(\d+)")
-_JSON_KEYS = ("option_id", "optionid", "option", "answer", "choice", "selected_option", "response", "id", "rating",
-              "score", "value")
+_JSON_KEYS = (
+    "option_id",
+    "optionid",
+    "option",
+    "answer",
+    "choice",
+    "selected_option",
+    "response",
+    "id",
+    "rating",
+    "score",
+    "value",
+)
 _MARKUP = " \t\n*#>\"'`(["
 _DIGIT = re.compile(r"\d")
 _QUESTION_HINTS = ("q", "otáz", "سؤال", "问题")  # some question word may stand in the text
@@ -140,8 +151,11 @@ def from_json_value(value: object, t: str, ctx: Context) -> Answer:
         return _answer(ctx.question, None, "ambiguous")
     if isinstance(value, str) and value.strip():
         found = parse_item(value, ctx)
-        return found if found.status in ("ok", "out_of_range", "ambiguous") else _answer(
-            ctx.question, None, "invalid_format")
+        return (
+            found
+            if found.status in ("ok", "out_of_range", "ambiguous")
+            else _answer(ctx.question, None, "invalid_format")
+        )
     return _answer(ctx.question, None, "invalid_format")
 
 
@@ -160,7 +174,7 @@ def _from_text(t: str, ctx: Context, has_digit: bool) -> Answer:
 
 
 def _strong(t: str, start: int, end: int, lead: int) -> bool:
-    if start <= lead or t[start - 2:start] in ("**", "__") or t[end:end + 2] == "**":
+    if start <= lead or t[start - 2 : start] in ("**", "__") or t[end : end + 2] == "**":
         return True
     return markers.committed_by_cue(t, start)
 
@@ -174,8 +188,11 @@ def _numbers(t: str, ctx: Context, lead: int, echo: bool) -> list[_Candidate]:
     may_number_question = "题" in t or "題" in t or "问" in t  # "第3题"
     for match in markers.NUMBER.finditer(t):
         start, end = match.span()
-        if start < skip_until or (may_reference and markers.question_reference(t, start)) \
-                or (may_number_question and markers.QUESTION_AFTER.match(t, end)):
+        if (
+            start < skip_until
+            or (may_reference and markers.question_reference(t, start))
+            or (may_number_question and markers.QUESTION_AFTER.match(t, end))
+        ):
             continue
         value = int(match.group(1))
         if value == 5 and markers.denominator(t, start):
@@ -206,9 +223,11 @@ def _numbers(t: str, ctx: Context, lead: int, echo: bool) -> list[_Candidate]:
 
 
 def _cjk_numerals(t: str, ctx: Context) -> list[_Candidate]:
-    """"选择二", "选项三", "第四个", or a lone "三": Chinese numerals as committed numbers (elsewhere 一 is a word)."""
-    return [_Candidate(m.start(1), m.end(1), ctx.order[_CJK_DIGITS.index(m.group(1))], "num", True)
-            for m in _CJK_NUMERAL.finditer(t)]
+    """ "选择二", "选项三", "第四个", or a lone "三": Chinese numerals as committed numbers (elsewhere 一 is a word)."""
+    return [
+        _Candidate(m.start(1), m.end(1), ctx.order[_CJK_DIGITS.index(m.group(1))], "num", True)
+        for m in _CJK_NUMERAL.finditer(t)
+    ]
 
 
 def _labels(t: str, labels: LabelMatcher, lead: int, echo: bool) -> list[_Candidate]:
@@ -226,7 +245,8 @@ def _decide(work: str, candidates: list[_Candidate], ctx: Context, lead: int) ->
     for c in candidates:
         c.strong = _strong(work, c.start, c.end, lead) or (
             # A label glued to a number ("2 - agree", "3 (of moderate importance)") is as committed as it.
-            c.kind == "label" and _AFTER_NUMBER.search(work, max(0, c.start - 6), c.start) is not None)
+            c.kind == "label" and _AFTER_NUMBER.search(work, max(0, c.start - 6), c.start) is not None
+        )
     committed = [c for c in candidates if c.strong]
     pool = committed or [c for c in candidates if c.kind != "bad"]
     if not pool:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
-from runner.survey.instrument import load_instrument
 from runner.parse.markers import negated
 from runner.parse.normalize import bare, normalize
+from runner.survey.instrument import load_instrument
 
 # Scripts without spaces between words match labels anywhere; the others need word boundaries.
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
@@ -48,9 +48,10 @@ class LabelMatcher:
             at = text.find(phrase)
             while at != -1:
                 end = at + len(phrase)
-                if (not bounded or ((at == 0 or not _glues(text[at - 1]))
-                                    and (end == len(text) or not _glues(text[end])))) \
-                        and not any(s < end and at < e for s, e, _ in taken):
+                if (
+                    not bounded
+                    or ((at == 0 or not _glues(text[at - 1])) and (end == len(text) or not _glues(text[end])))
+                ) and not any(s < end and at < e for s, e, _ in taken):
                     taken.append((at, end, option))
                 at = text.find(phrase, at + 1)
         found = [span for span in taken if not negated(text, span[0])]
@@ -58,7 +59,7 @@ class LabelMatcher:
         return found
 
 
-@lru_cache(maxsize=None)
+@cache
 def matcher(language: str, scale: str) -> LabelMatcher:
     """The label matcher of ``scale`` in ``language`` (labels plus aliases from the instrument file)."""
     instrument = load_instrument(language)

@@ -17,17 +17,81 @@ _SEPARATORS = r"[\s:=\-*\"'(#,]*"
 
 # Words right before an answer that commit to it: "Answer: 3", "I'd rate it a 2", "我选择3", "الاجابه: 3".
 CUES = (
-    "answer", "answers", "reply", "response", "choice", "option", "rating", "rate", "rated", "choose", "chose",
-    "choosing", "select", "selected", "selecting", "pick", "picked", "go with", "going with", "say", "opt for",
-    "score", "give it", "vote",
-    "答案", "回答", "选择", "选", "评分", "打分", "选项",
-    "الاجابه", "الجواب", "اجابتي", "اختياري", "اختار", "اخترت", "الخيار",
-    "odpoveď", "odpovedám", "vyberám", "volím", "hodnotím", "možnosť",
+    "answer",
+    "answers",
+    "reply",
+    "response",
+    "choice",
+    "option",
+    "rating",
+    "rate",
+    "rated",
+    "choose",
+    "chose",
+    "choosing",
+    "select",
+    "selected",
+    "selecting",
+    "pick",
+    "picked",
+    "go with",
+    "going with",
+    "say",
+    "opt for",
+    "score",
+    "give it",
+    "vote",
+    "答案",
+    "回答",
+    "选择",
+    "选",
+    "评分",
+    "打分",
+    "选项",
+    "الاجابه",
+    "الجواب",
+    "اجابتي",
+    "اختياري",
+    "اختار",
+    "اخترت",
+    "الخيار",
+    "odpoveď",
+    "odpovedám",
+    "vyberám",
+    "volím",
+    "hodnotím",
+    "možnosť",
 )
 # Words allowed between a cue and the answer: "rate *it a* 2", "answer *is* 3", "答案*是*3".
 FILLERS = (
-    "it", "this", "that", "as", "a", "an", "is", "be", "would be", "will be", "at", "with", "option", "number",
-    "solid", "the", "of", "my", "je", "číslo", "si", "هي", "هو", "رقم", "是", "为", "第", "个",
+    "it",
+    "this",
+    "that",
+    "as",
+    "a",
+    "an",
+    "is",
+    "be",
+    "would be",
+    "will be",
+    "at",
+    "with",
+    "option",
+    "number",
+    "solid",
+    "the",
+    "of",
+    "my",
+    "je",
+    "číslo",
+    "si",
+    "هي",
+    "هو",
+    "رقم",
+    "是",
+    "为",
+    "第",
+    "个",
 )
 # Words that negate the label after them: "not very important", "不是非常重要", "ليس مهم جدا".
 NEGATIONS = ("not", "n't", "nie", "ne", "nie je", "ليس", "غير", "لست", "不", "不是", "并不", "没有")
@@ -54,7 +118,7 @@ _ECHO_BEFORE = re.compile(r"\s*=\s*\d")
 
 def ends_with(pattern: re.Pattern[str], text: str, position: int, width: int = 32) -> bool:
     """Whether the ``width`` characters of ``text`` before ``position`` end with what reversed ``pattern`` matches."""
-    return pattern.match(text[max(0, position - width):position][::-1]) is not None
+    return pattern.match(text[max(0, position - width) : position][::-1]) is not None
 
 
 def committed_by_cue(text: str, position: int) -> bool:

@@ -16,16 +16,37 @@ for _base in (0x0660, 0x06F0, 0xFF10):  # Arabic-Indic, Extended Arabic-Indic, f
         _TABLE[_base + _i] = ord("0") + _i
 for _code in range(0xFF01, 0xFF5F):  # the rest of the full-width ASCII block
     _TABLE.setdefault(_code, _code - 0xFEE0)
-_TABLE.update({
-    0x3000: ord(" "),  # ideographic space
-    0x3001: ord(","), 0x060C: ord(","), 0x061B: ord(";"), 0x061F: ord("?"),  # 、 ، ؛ ؟
-    0x3002: ord("."), 0x066B: ord("."),  # 。 and the Arabic decimal separator
-    0x2018: ord("'"), 0x2019: ord("'"), 0x201C: ord('"'), 0x201D: ord('"'), 0x300C: ord('"'), 0x300D: ord('"'),
-    0x2013: ord("-"), 0x2014: ord("-"), 0x2212: ord("-"),  # en dash, em dash, minus
-    0x00A0: ord(" "), 0x200F: None, 0x200E: None, 0x200B: None, 0x0640: None,  # nbsp, RTL/LTR marks, tatweel
-    0x0622: 0x0627, 0x0623: 0x0627, 0x0625: 0x0627, 0x0671: 0x0627,  # alef variants -> alef
-    0x0649: 0x064A, 0x0629: 0x0647,  # alef maksura -> yeh, teh marbuta -> heh
-})
+_TABLE.update(
+    {
+        0x3000: ord(" "),  # ideographic space
+        0x3001: ord(","),
+        0x060C: ord(","),
+        0x061B: ord(";"),
+        0x061F: ord("?"),  # 、 ، ؛ ؟
+        0x3002: ord("."),
+        0x066B: ord("."),  # 。 and the Arabic decimal separator
+        0x2018: ord("'"),
+        0x2019: ord("'"),
+        0x201C: ord('"'),
+        0x201D: ord('"'),
+        0x300C: ord('"'),
+        0x300D: ord('"'),
+        0x2013: ord("-"),
+        0x2014: ord("-"),
+        0x2212: ord("-"),  # en dash, em dash, minus
+        0x00A0: ord(" "),
+        0x200F: None,
+        0x200E: None,
+        0x200B: None,
+        0x0640: None,  # nbsp, RTL/LTR marks, tatweel
+        0x0622: 0x0627,
+        0x0623: 0x0627,
+        0x0625: 0x0627,
+        0x0671: 0x0627,  # alef variants -> alef
+        0x0649: 0x064A,
+        0x0629: 0x0647,  # alef maksura -> yeh, teh marbuta -> heh
+    }
+)
 for _code in range(0x064B, 0x0653):  # Arabic diacritics (tanween, harakat, shadda, sukun)
     _TABLE[_code] = None
 _TABLE[0x0670] = None  # superscript alef
@@ -51,7 +72,7 @@ def squash(normalized: str) -> str:
     return _NON_WORD.sub("", normalized)
 
 
-_REASONING = re.compile(r"<think(?:ing)?>.*?(?:</think(?:ing)?>|$)", re.S)
+_REASONING = re.compile(r"<think(?:ing)?>.*?(?:</think(?:ing)?>|$)", re.DOTALL)
 
 
 def without_reasoning(normalized: str) -> str:

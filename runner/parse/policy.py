@@ -77,8 +77,11 @@ def apply_policies(results: ParseResult | Iterable[Answer], policy: Policy) -> d
 
     answers = results.answers if isinstance(results, ParseResult) else tuple(results)
     frame = pl.DataFrame(
-        {"question": [a.question for a in answers], "status": [a.status for a in answers],
-         "option_id": [a.option_id for a in answers]},
+        {
+            "question": [a.question for a in answers],
+            "status": [a.status for a in answers],
+            "option_id": [a.option_id for a in answers],
+        },
         schema={"question": pl.Int64, "status": pl.String, "option_id": pl.Int64},
     )
     scored = frame.select("question", scored_option(policy))

@@ -28,8 +28,13 @@ class Answer:
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict of the fields."""
-        return {"question": self.question, "option_id": self.option_id, "status": self.status,
-                "hedged": self.hedged, "displayed": self.displayed}
+        return {
+            "question": self.question,
+            "option_id": self.option_id,
+            "status": self.status,
+            "hedged": self.hedged,
+            "displayed": self.displayed,
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,9 +60,14 @@ def reparse(run_dir: str | Path, parser: Parser = CURRENT) -> ReparseResult:
             parse_part(writer, n, parser)
         total = len(part_pairs(writer.layout))
         if stale and writer.manifest is not None:
-            writer.manifest.setdefault("reparses", []).append({
-                "at": now_iso(), "parser_version": parser.version, "parts": len(stale),
-                "previous_versions": sorted(set(stale.values()))})
+            writer.manifest.setdefault("reparses", []).append(
+                {
+                    "at": now_iso(),
+                    "parser_version": parser.version,
+                    "parts": len(stale),
+                    "previous_versions": sorted(set(stale.values())),
+                }
+            )
             writer.manifest["parser_version"] = parser.version
             writer.write_manifest()
         return ReparseResult(len(stale), total - len(stale), parser.version, tuple(sorted(set(stale.values()))))

@@ -12,21 +12,21 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from runner.survey.cell import PromptCell
-from runner.survey.instrument import load_instrument
 from runner.parse import markers
 from runner.parse.item import Context, context, from_json_object, from_json_value, parse_item
 from runner.parse.jsonreply import first_json
 from runner.parse.normalize import normalize, without_reasoning
 from runner.parse.result import Answer
+from runner.survey.cell import PromptCell
+from runner.survey.instrument import load_instrument
 
 _HEADER = re.compile(
     r"^[ \t>*_#•|\-]*(?:(?:question|q|otázka|问题|السؤال|سؤال)\s*)?"
     r"(?:[(\[](\d{1,2})[)\]]|第\s*(\d{1,2})\s*[题個个]|(\d{1,2})\s*(?:\*\*)?\s*(?:[.):|\-](?!\d)|(?=\*\*)))"
     r"[ \t]*(.*)$",
-    re.M,
+    re.MULTILINE,
 )
-_PAREN_NUMBER = re.compile(r"[*\s]*[(\[]\s*(?:q|question)?\s*(\d{1,2})\s*[)\]]\s*:?\s*(.*)", re.S)
+_PAREN_NUMBER = re.compile(r"[*\s]*[(\[]\s*(?:q|question)?\s*(\d{1,2})\s*[)\]]\s*:?\s*(.*)", re.DOTALL)
 _INLINE = re.compile(r"(?<!\d)(\d{1,2})\s*[.):]\s*(\d)(?!\d)")
 _INLINE_START = re.compile(r"\s+(?=\d{1,2}\s*[.)]\s*\d(?!\d))")
 _QUESTION_KEY = re.compile(r"\D*(\d{1,2})$")
@@ -71,16 +71,14 @@ def _from_json(t: str, contexts: dict[int, Context]) -> dict[int, Answer]:
             question = _json_question(item, index, asked)
             if question in contexts:
                 ctx = contexts[question]
-                answer = (from_json_object(item, t, ctx) if isinstance(item, dict)
-                          else from_json_value(item, t, ctx))
+                answer = from_json_object(item, t, ctx) if isinstance(item, dict) else from_json_value(item, t, ctx)
                 _record(found, answer)
     elif isinstance(value, dict):
         for key, item in value.items():
             match = _QUESTION_KEY.match(str(key))
             if match and int(match.group(1)) in contexts:
                 ctx = contexts[int(match.group(1))]
-                answer = (from_json_object(item, t, ctx) if isinstance(item, dict)
-                          else from_json_value(item, t, ctx))
+                answer = from_json_object(item, t, ctx) if isinstance(item, dict) else from_json_value(item, t, ctx)
                 _record(found, answer)
     return found
 
@@ -143,8 +141,9 @@ def _layout(language: str, questions: tuple[int, ...]) -> tuple[list[int], dict[
     """The first asked question of each section, and each question's normalised text (to drop echoes)."""
     instrument = load_instrument(language)
     asked = set(questions)
-    starts = [min(q for q in s.questions if q in asked) for s in instrument.sections
-              if any(q in asked for q in s.questions)]
+    starts = [
+        min(q for q in s.questions if q in asked) for s in instrument.sections if any(q in asked for q in s.questions)
+    ]
     echoes = {q: normalize(instrument.questions[q].text).rstrip("?.:") for q in questions}
     return starts, echoes
 
@@ -157,7 +156,7 @@ def _entries(t: str) -> list[tuple[int, str]]:
         number = int(match.group(1) or match.group(2) or match.group(3))
         end = matches[i + 1].start() if i + 1 < len(matches) else len(t)
         first = match.group(4)
-        rest = t[match.end():end]
+        rest = t[match.end() : end]
         entries.append((number, first if not rest.strip() else f"{first}\n{rest}"))
     return entries
 

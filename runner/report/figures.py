@@ -94,12 +94,16 @@ def kendall_intervals(kendall: pl.DataFrame, factors: list[str]) -> bytes | None
         sub = kendall
         for f in factors:
             sub = sub.filter(pl.col(f) == cond[f])
-        sub = sub.with_columns(pl.col("dimension").replace_strict({d: i for i, d in enumerate(DIMENSIONS)},
-                                                                  return_dtype=pl.Int64).alias("_j")).sort("_j")
+        sub = sub.with_columns(
+            pl.col("dimension")
+            .replace_strict({d: i for i, d in enumerate(DIMENSIONS)}, return_dtype=pl.Int64)
+            .alias("_j")
+        ).sort("_j")
         tau, low, high = (sub[c].to_numpy().astype(float) for c in ("tau", "ci_low", "ci_high"))
         err = np.vstack([np.nan_to_num(tau - low), np.nan_to_num(high - tau)])
-        ax.errorbar(sub["_j"].to_numpy() + off, tau, yerr=np.clip(err, 0, None), fmt="o", capsize=3,
-                    label=_label(cond, factors))
+        ax.errorbar(
+            sub["_j"].to_numpy() + off, tau, yerr=np.clip(err, 0, None), fmt="o", capsize=3, label=_label(cond, factors)
+        )
     ax.set_xticks(range(6), [d.upper() for d in DIMENSIONS])
     ax.set_ylim(-1.1, 1.1)
     ax.axhline(0, color="grey", linewidth=0.5)
@@ -195,15 +199,18 @@ def status_breakdown(rates: pl.DataFrame) -> bytes | None:
     plt = _plt()
     keys = [c for c in rates.columns if c not in ("status", "count", "share")]
     labelled = rates.with_columns(
-        (pl.concat_str([pl.col(k).cast(pl.String) for k in keys], separator=" / ") if keys else pl.lit("all"))
-        .alias("_group"))
+        (pl.concat_str([pl.col(k).cast(pl.String) for k in keys], separator=" / ") if keys else pl.lit("all")).alias(
+            "_group"
+        )
+    )
     groups = list(dict.fromkeys(labelled["_group"].to_list()))
     statuses = sorted(labelled["status"].unique().to_list())
     fig, ax = plt.subplots(figsize=(8, 0.5 * len(groups) + 1.5))
     left = np.zeros(len(groups))
     for status in statuses:
-        share = np.array([labelled.filter((pl.col("_group") == g) & (pl.col("status") == status))["share"].sum()
-                          for g in groups])
+        share = np.array(
+            [labelled.filter((pl.col("_group") == g) & (pl.col("status") == status))["share"].sum() for g in groups]
+        )
         ax.barh(groups, share, left=left, label=status)
         left += share
     ax.set_xlim(0, 1)

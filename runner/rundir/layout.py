@@ -1,14 +1,14 @@
 """Where things are in a run directory: datasets, their numbered parts, the manifest, outputs, temp files.
 
-    RUN_DIR/manifest.json             spec, spec hash, versions, parser version, policies, seeds, sessions
-    RUN_DIR/responses/part-N.parquet  one row per answered cell (cell_key unique across the dataset)
-    RUN_DIR/failures/part-N.parquet   one row per cell that exhausted its retries (a log: a cell retried with
-                                      --retry-failed that fails again appears again)
-    RUN_DIR/prompts/part-N.parquet    prompt_hash → the exact messages sent (each prompt once)
-    RUN_DIR/answers/part-N.parquet    the parse stage's reading of responses/part-N (same N)
-    RUN_DIR/analysis/, RUN_DIR/report/  outputs of ``hofcat analyze`` and ``hofcat report``
-    RUN_DIR/.tmp/                     files being written (never read; cleared when a writer opens)
-    RUN_DIR/.lock                     held by the one process writing the directory
+RUN_DIR/manifest.json             spec, spec hash, versions, parser version, policies, seeds, sessions
+RUN_DIR/responses/part-N.parquet  one row per answered cell (cell_key unique across the dataset)
+RUN_DIR/failures/part-N.parquet   one row per cell that exhausted its retries (a log: a cell retried with
+                                  --retry-failed that fails again appears again)
+RUN_DIR/prompts/part-N.parquet    prompt_hash → the exact messages sent (each prompt once)
+RUN_DIR/answers/part-N.parquet    the parse stage's reading of responses/part-N (same N)
+RUN_DIR/analysis/, RUN_DIR/report/  outputs of ``hofcat analyze`` and ``hofcat report``
+RUN_DIR/.tmp/                     files being written (never read; cleared when a writer opens)
+RUN_DIR/.lock                     held by the one process writing the directory
 """
 
 from __future__ import annotations

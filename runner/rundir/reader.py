@@ -19,11 +19,24 @@ from runner.errors import RunDirError
 from runner.rundir.layout import FORMAT, RunDir
 from runner.rundir.schema import ANSWER_SCHEMA, PROMPT_SCHEMA, RESPONSE_SCHEMA
 
-__all__ = ["PartPair", "answers_parser_version", "column", "part_pairs", "read_dataset", "read_manifest",
-           "read_output_json", "read_output_table", "stored_keys"]
+__all__ = [
+    "PartPair",
+    "answers_parser_version",
+    "column",
+    "part_pairs",
+    "read_dataset",
+    "read_manifest",
+    "read_output_json",
+    "read_output_table",
+    "stored_keys",
+]
 
-_SCHEMAS = {"responses": RESPONSE_SCHEMA, "failures": RESPONSE_SCHEMA, "prompts": PROMPT_SCHEMA,
-            "answers": ANSWER_SCHEMA}
+_SCHEMAS = {
+    "responses": RESPONSE_SCHEMA,
+    "failures": RESPONSE_SCHEMA,
+    "prompts": PROMPT_SCHEMA,
+    "answers": ANSWER_SCHEMA,
+}
 
 
 def _layout(run_dir: str | Path | RunDir) -> RunDir:
@@ -84,8 +97,10 @@ def part_pairs(run_dir: str | Path | RunDir) -> list[PartPair]:
     """Every committed responses part with its answers part, in part order."""
     layout = _layout(run_dir)
     have = set(layout.parts("answers"))
-    return [PartPair(n, layout.part("responses", n), layout.part("answers", n) if n in have else None)
-            for n in layout.parts("responses")]
+    return [
+        PartPair(n, layout.part("responses", n), layout.part("answers", n) if n in have else None)
+        for n in layout.parts("responses")
+    ]
 
 
 def answers_parser_version(path: Path) -> str | None:

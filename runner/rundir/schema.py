@@ -14,8 +14,16 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["ANSWER_SCHEMA", "PROMPT_SCHEMA", "RESPONSE_SCHEMA", "AnswerRow", "PromptRow", "ResponseRow",
-           "schema_of", "table"]
+__all__ = [
+    "ANSWER_SCHEMA",
+    "PROMPT_SCHEMA",
+    "RESPONSE_SCHEMA",
+    "AnswerRow",
+    "PromptRow",
+    "ResponseRow",
+    "schema_of",
+    "table",
+]
 
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -103,6 +111,5 @@ def table(rows: Sequence[Any], row_type: type, metadata: dict[str, str] | None =
     schema = schema_of(row_type)
     if metadata:
         schema = schema.with_metadata(metadata)
-    arrays = [pa.array([get(r) for r in rows], type=f.type)
-              for get, f in ((attrgetter(f.name), f) for f in schema)]
+    arrays = [pa.array([get(r) for r in rows], type=f.type) for get, f in ((attrgetter(f.name), f) for f in schema)]
     return pa.Table.from_arrays(arrays, schema=schema)

@@ -70,13 +70,15 @@ class RunWriter:
             elif existing.get("spec_hash") != manifest["spec_hash"]:
                 raise RunDirError(
                     f"{layout.root}: made by a spec with hash {existing.get('spec_hash')}, this spec's hash is "
-                    f"{manifest['spec_hash']}; resume with the same spec or choose a new --out")
+                    f"{manifest['spec_hash']}; resume with the same spec or choose a new --out"
+                )
             for d in DATASETS:
                 layout.dataset(d).mkdir(exist_ok=True)
             writer = cls(layout, fd, existing, batch_rows)
             writer._clear_tmp()
             existing.setdefault("sessions", []).append(
-                {"started_at": now_iso(), "pid": os.getpid(), "versions": manifest.get("versions")})
+                {"started_at": now_iso(), "pid": os.getpid(), "versions": manifest.get("versions")}
+            )
             writer.write_manifest()
             return writer
         except BaseException:

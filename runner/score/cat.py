@@ -11,11 +11,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from runner.survey.dimensions import DIMENSIONS
+from runner.score.indices import indices_from_means
 from runner.score.means_file import MeansTable
 from runner.score.ranking import rank_agreement
+from runner.survey.dimensions import DIMENSIONS
 from runner.survey.reference import ReferenceSet
-from runner.score.indices import indices_from_means
 
 __all__ = ["render_table", "score_means"]
 
@@ -79,8 +79,11 @@ def render_table(result: Mapping[str, object]) -> str:
         lines += ["", f"group: {group['group']}", head]
         for country, scores in group["indices"].items():
             mis = group["misranked"][country]
-            lines.append(f"{country:24.24}" + "".join(_cell(scores[d], ".1f") for d in DIMENSIONS)
-                         + f"   mis-ranked {mis['count']}/{mis['of']}")
+            lines.append(
+                f"{country:24.24}"
+                + "".join(_cell(scores[d], ".1f") for d in DIMENSIONS)
+                + f"   mis-ranked {mis['count']}/{mis['of']}"
+            )
         lines.append(f"{'Kendall tau-b':24}" + "".join(_cell(group["kendall"][d], ".2f") for d in DIMENSIONS))
         cat = group["cat_score"]
         lines.append(f"CAT score: {'N/A' if cat is None else format(cat, '.2f')}")

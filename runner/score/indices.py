@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from runner.survey.dimensions import DIMENSIONS, QUESTIONS
 from runner.errors import InputError
+from runner.survey.dimensions import DIMENSIONS, QUESTIONS
 
 __all__ = [
     "FORMULAS",

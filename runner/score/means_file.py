@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from runner.survey.dimensions import QUESTIONS
 from runner.errors import InputFileError, UnknownCountryError
+from runner.survey.dimensions import QUESTIONS
 from runner.survey.reference import ReferenceSet
 
 __all__ = ["MeansTable", "read_means"]
@@ -58,16 +58,23 @@ def read_means(path: str | Path, reference: ReferenceSet) -> MeansTable:
             try:
                 country = reference.resolve(row["country"])
             except UnknownCountryError as exc:
-                raise InputFileError(path, line, "country", str(exc), f"a country of reference {reference.name!r}") from None
+                raise InputFileError(
+                    path, line, "country", str(exc), f"a country of reference {reference.name!r}"
+                ) from None
             question = _question(path, line, row["question"])
             mean = _float(path, line, "mean", row["mean"], low=1.0, high=5.0, expected="a number in [1, 5]")
             std = _float(path, line, "std", row.get("std", ""), low=0.0, expected="a number ≥ 0 or empty")
             n = _float(path, line, "n", row.get("n", ""), low=1.0, expected="a whole number ≥ 1 or empty", whole=True)
             per_country = cells.setdefault(group, {}).setdefault(country, {})
             if question in per_country:
-                raise InputFileError(path, line, "question",
-                                     f"group {group!r}, country {country!r}, question {question} already given "
-                                     f"on line {per_country[question][3]}", "one row per group, country and question")
+                raise InputFileError(
+                    path,
+                    line,
+                    "question",
+                    f"group {group!r}, country {country!r}, question {question} already given "
+                    f"on line {per_country[question][3]}",
+                    "one row per group, country and question",
+                )
             per_country[question] = (mean, std, n, line)
     if not cells:
         raise InputFileError(path, None, None, "no data rows", "at least one group with 24 questions per country")
@@ -92,14 +99,23 @@ def _question(path: Path, line: int, text: str) -> int:
     try:
         q = int(text)
     except ValueError:
-        raise InputFileError(path, line, "question", f"{text!r} is not a whole number", "a question number 1–24") from None
+        raise InputFileError(
+            path, line, "question", f"{text!r} is not a whole number", "a question number 1–24"
+        ) from None
     if q not in QUESTIONS:
         raise InputFileError(path, line, "question", f"{q} is outside 1–24", "a question number 1–24")
     return q
 
 
 def _float(
-    path: Path, line: int, column: str, text: str, *, low: float, high: float = math.inf, expected: str,
+    path: Path,
+    line: int,
+    column: str,
+    text: str,
+    *,
+    low: float,
+    high: float = math.inf,
+    expected: str,
     whole: bool = False,
 ) -> float:
     """A number in [low, high]; an empty optional field (std, n) is NaN."""
@@ -122,9 +138,13 @@ def _assemble(path: Path, cells: dict[str, dict[str, dict[int, tuple[float, floa
             missing = [q for q in QUESTIONS if q not in qs]
             if missing:
                 first = min(v[3] for v in qs.values())
-                raise InputFileError(path, first, "question",
-                                     f"group {group!r}, country {country!r} lacks question(s) {missing}",
-                                     "all 24 questions for every group and country")
+                raise InputFileError(
+                    path,
+                    first,
+                    "question",
+                    f"group {group!r}, country {country!r} lacks question(s) {missing}",
+                    "all 24 questions for every group and country",
+                )
         names = tuple(per_group)
         block = np.array([[per_group[c][q][:3] for q in QUESTIONS] for c in names], dtype=np.float64)
         groups.append(group)

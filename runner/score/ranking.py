@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import stats_core
-from runner.survey.dimensions import DIMENSIONS
 from runner.errors import InputError
+from runner.survey.dimensions import DIMENSIONS
 from runner.survey.vocab import UNDEFINED_TAU
 
 __all__ = ["POLICIES", "Agreement", "competition_ranks", "error_percentage", "rank_agreement"]
@@ -107,8 +107,15 @@ def rank_agreement(
     counted = np.isfinite(model_rank) & compared[None] & np.isfinite(kendall)[:, None, :]
     misranked = counted & (model_rank != reference_rank[None])
     return Agreement(
-        kendall=kendall, undefined=undefined, cat_score=cat, compared=compared, misranked=misranked,
-        counted=counted, model_rank=model_rank, reference_rank=reference_rank, policy=undefined_tau,
+        kendall=kendall,
+        undefined=undefined,
+        cat_score=cat,
+        compared=compared,
+        misranked=misranked,
+        counted=counted,
+        model_rank=model_rank,
+        reference_rank=reference_rank,
+        policy=undefined_tau,
     )
 
 

@@ -28,7 +28,7 @@ ANSWER_SCHEMA: dict[str, Any] = {
 }
 
 # GBNF (llama.cpp grammar syntax): the whole reply is one option number.
-DIGIT_GRAMMAR = 'root ::= [1-5]\n'
+DIGIT_GRAMMAR = "root ::= [1-5]\n"
 
 
 def constrained_request_fields(kind: ConstraintKind) -> dict[str, Any]:

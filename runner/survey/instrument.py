@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from runner.survey import paths
 from runner.errors import InstrumentError
+from runner.survey import paths
 from runner.survey.vocab import QUESTIONS
 
 OPTION_IDS: tuple[int, ...] = (1, 2, 3, 4, 5)
@@ -82,7 +82,7 @@ def languages() -> tuple[str, ...]:
     return tuple(sorted(p.stem for p in instrument_dir().glob("*.json")))
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_instrument(language: str) -> Instrument:
     """The validated instrument for ``language`` (a file stem in data/instrument/); cached per process."""
     path = instrument_dir() / f"{language}.json"
@@ -134,7 +134,8 @@ def _scales(raw: dict[str, Any], path: Path) -> dict[str, tuple[tuple[Option, ..
         if not isinstance(labels, list) or len(labels) != len(OPTION_IDS):
             raise _fail(path, f"scales.{scale}.labels", f"expected a list of {len(OPTION_IDS)} labels (options 1-5)")
         options = tuple(
-            Option(i, _text(label, path, f"scales.{scale}.labels[{i - 1}]")) for i, label in zip(OPTION_IDS, labels)
+            Option(i, _text(label, path, f"scales.{scale}.labels[{i - 1}]"))
+            for i, label in zip(OPTION_IDS, labels, strict=True)
         )
         aliases = []
         for option_key, phrases in _mapping(body.get("aliases", {}), path, f"scales.{scale}.aliases").items():
@@ -161,8 +162,9 @@ def _questions(raw: dict[str, Any], scales: dict, path: Path) -> dict[int, Quest
         if scale not in scales:
             raise _fail(path, f"questions.{key}.scale", f"unknown scale {scale!r} (defined: {', '.join(scales)})")
         options, aliases = scales[scale]
-        questions[int(key)] = Question(int(key), _text(body.get("text"), path, f"questions.{key}.text"), scale,
-                                       options, aliases)
+        questions[int(key)] = Question(
+            int(key), _text(body.get("text"), path, f"questions.{key}.text"), scale, options, aliases
+        )
     return questions
 
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
+from runner.errors import PromptError
 from runner.survey import paths
 from runner.survey.cell import CANONICAL_ORDER, PromptCell
-from runner.errors import PromptError
 from runner.survey.instrument import Instrument, load_instrument
 from runner.survey.vocab import FRAMINGS, MODES, QUESTIONS
 
@@ -30,7 +30,7 @@ def prompts_dir() -> Path:
     return paths.DATA_DIR / "prompts"
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_templates(language: str) -> dict[str, Any]:
     """The validated prompt templates of ``language``; errors name the file and key."""
     path = prompts_dir() / f"{language}.json"
@@ -47,8 +47,9 @@ def load_templates(language: str) -> dict[str, Any]:
         return obj[key]
 
     if raw.get("language") != language:
-        raise PromptError(f"{path}: language: must equal the file name's stem {language!r}, "
-                          f"got {raw.get('language')!r}")
+        raise PromptError(
+            f"{path}: language: must equal the file name's stem {language!r}, got {raw.get('language')!r}"
+        )
     instructions = need(raw, "instructions", "")
     for mode in MODES:
         for framing in FRAMINGS:
@@ -118,15 +119,18 @@ def _render(cell: PromptCell) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[
         instruction = take(key, templates["instructions"][cell.mode][framing.kind]).format(**fields)
     except (KeyError, IndexError, ValueError) as exc:
         allowed = ", ".join("{" + name + "}" for name in fields) or "none"
-        raise PromptError(f"{prompts_dir() / (cell.language + '.json')}: {key}: bad placeholder {exc} "
-                          f"(allowed for framing {framing.kind!r}: {allowed})") from None
+        raise PromptError(
+            f"{prompts_dir() / (cell.language + '.json')}: {key}: bad placeholder {exc} "
+            f"(allowed for framing {framing.kind!r}: {allowed})"
+        ) from None
     layout = {key: take(f"layout.{key}", templates["layout"][key]) for key in _LAYOUT_KEYS}
     if cell.mode == "item":
         body = _item_body(instrument, cell, layout, take)
     else:
         body = _survey_body(instrument, cell, layout, take)
-    system = take(f"reply_formats.{cell.reply_format}.{cell.mode}",
-                  templates["reply_formats"][cell.reply_format][cell.mode])
+    system = take(
+        f"reply_formats.{cell.reply_format}.{cell.mode}", templates["reply_formats"][cell.reply_format][cell.mode]
+    )
     messages = ((("system", system),) if system else ()) + (("user", f"{instruction}\n\n{body}"),)
     return messages, tuple(sorted(used.items()))
 
@@ -150,14 +154,17 @@ def _check(cell: PromptCell, templates: dict[str, Any]) -> None:
         raise PromptError(f"cell.framing.kind: {framing.kind!r} is not one of {', '.join(FRAMINGS)}")
     if framing.kind != "none" and framing.country not in templates["countries"]:
         known = ", ".join(sorted(templates["countries"]))
-        raise PromptError(f"cell.framing.country: {framing.country!r} has no {cell.language!r} name "
-                          f"(data/prompts/{cell.language}.json countries: {known})")
+        raise PromptError(
+            f"cell.framing.country: {framing.country!r} has no {cell.language!r} name "
+            f"(data/prompts/{cell.language}.json countries: {known})"
+        )
     if framing.kind == "identity":
         if not isinstance(framing.age, int) or not 0 < framing.age < 130:
             raise PromptError(f"cell.framing.age: {framing.age!r} must be an integer number of years")
         if framing.gender not in templates["genders"]:
-            raise PromptError(f"cell.framing.gender: {framing.gender!r} is not one of "
-                              f"{', '.join(sorted(templates['genders']))}")
+            raise PromptError(
+                f"cell.framing.gender: {framing.gender!r} is not one of {', '.join(sorted(templates['genders']))}"
+            )
 
 
 def _options(instrument: Instrument, number: int, cell: PromptCell, layout: dict[str, str], take, join: str) -> str:

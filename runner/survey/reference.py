@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from runner.survey.dimensions import DIMENSIONS
 from runner.errors import InputFileError, UnknownCountryError, UnknownReferenceError
+from runner.survey.dimensions import DIMENSIONS
 from runner.survey.paths import DATA_DIR
 
 __all__ = [
@@ -93,8 +93,11 @@ def load_reference(name_or_csv: str | Path) -> ReferenceSet:
     if path.is_file():
         countries, values = _read_plain(path, resolve=False)
         return ReferenceSet(
-            name=str(path), countries=tuple(countries), values=values,
-            description="user-supplied reference CSV", sources=(str(path),),
+            name=str(path),
+            countries=tuple(countries),
+            values=values,
+            description="user-supplied reference CSV",
+            sources=(str(path),),
         )
     raise UnknownReferenceError(
         f"reference {key!r} is neither a shipped set ({', '.join(sorted(sets))}) nor an existing CSV file"
@@ -155,8 +158,13 @@ def _alias_table() -> dict[str, str]:
     with path.open(newline="", encoding="utf-8") as fh:
         for line, row in enumerate(csv.DictReader(fh), start=2):
             if row["country"] not in canon:
-                raise InputFileError(path, line, "country", f"{row['country']!r} is not a canonical name",
-                                     "a `country` of hofstede_6d_2015.csv")
+                raise InputFileError(
+                    path,
+                    line,
+                    "country",
+                    f"{row['country']!r} is not a canonical name",
+                    "a `country` of hofstede_6d_2015.csv",
+                )
             add(row["alias"], row["country"], line)
     return table
 
@@ -184,8 +192,13 @@ def _load_named(name: str) -> ReferenceSet:
         path = REFERENCE_DIR / entry["path"]
         if entry["format"] == "hofstede":
             rows = _hofstede_rows(path)
-            pairs = [(r["country"], [_number(path, i + 2, _HOFSTEDE_COLUMNS[d], r[_HOFSTEDE_COLUMNS[d]])
-                                      for d in DIMENSIONS]) for i, r in enumerate(rows)]
+            pairs = [
+                (
+                    r["country"],
+                    [_number(path, i + 2, _HOFSTEDE_COLUMNS[d], r[_HOFSTEDE_COLUMNS[d]]) for d in DIMENSIONS],
+                )
+                for i, r in enumerate(rows)
+            ]
             countries, values = [p[0] for p in pairs], np.array([p[1] for p in pairs], dtype=np.float64)
         else:
             countries, values = _read_plain(path, resolve=True)
@@ -194,7 +207,10 @@ def _load_named(name: str) -> ReferenceSet:
     values = np.array(list(merged.values()), dtype=np.float64).reshape(-1, len(DIMENSIONS))
     values.setflags(write=False)
     return ReferenceSet(
-        name=name, countries=tuple(merged), values=values, description=spec.get("description", ""),
+        name=name,
+        countries=tuple(merged),
+        values=values,
+        description=spec.get("description", ""),
         sources=tuple(str(REFERENCE_DIR / e["path"]) for e in spec["files"]),
     )
 
@@ -212,8 +228,9 @@ def _read_plain(path: Path, *, resolve: bool) -> tuple[list[str], np.ndarray]:
         header = [h.strip().lower() for h in (reader.fieldnames or [])]
         missing = [c for c in ("country", *DIMENSIONS) if c not in header]
         if missing:
-            raise InputFileError(path, 1, missing[0], f"header {header} lacks {missing}",
-                                 "columns country,pdi,idv,mas,uai,lto,ivr")
+            raise InputFileError(
+                path, 1, missing[0], f"header {header} lacks {missing}", "columns country,pdi,idv,mas,uai,lto,ivr"
+            )
         countries: list[str] = []
         rows: list[list[float]] = []
         seen: dict[str, int] = {}
@@ -242,8 +259,9 @@ def _number(path: Path, line: int, column: str, text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise InputFileError(path, line, column, f"{text!r} is not a number",
-                             "a number, or empty/#NULL!/NA for a missing score") from None
+        raise InputFileError(
+            path, line, column, f"{text!r} is not a number", "a number, or empty/#NULL!/NA for a missing score"
+        ) from None
     if not math.isfinite(value):
         raise InputFileError(path, line, column, f"{text!r} is not finite", "a finite number")
     return value

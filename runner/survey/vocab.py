@@ -8,8 +8,19 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-__all__ = ["CONSTRAINTS", "FRAMINGS", "MODES", "PROVIDERS", "QUESTIONS", "UNDEFINED_TAU", "Constraint",
-           "FramingKind", "Mode", "ProviderName", "UndefinedTau"]
+__all__ = [
+    "CONSTRAINTS",
+    "FRAMINGS",
+    "MODES",
+    "PROVIDERS",
+    "QUESTIONS",
+    "UNDEFINED_TAU",
+    "Constraint",
+    "FramingKind",
+    "Mode",
+    "ProviderName",
+    "UndefinedTau",
+]
 
 Mode = Literal["item", "survey"]  # one question per request, or all questions in one
 FramingKind = Literal["none", "persona", "identity"]  # the model itself, someone from a country, an identity

@@ -18,8 +18,9 @@ def cost(endpoint: EndpointConfig, input_tokens: float, output_tokens: float) ->
     """Price of the tokens at the endpoint's rates; None when the spec gives no prices for it."""
     if endpoint.price_input_per_1k is None and endpoint.price_output_per_1k is None:
         return None
-    return (input_tokens * (endpoint.price_input_per_1k or 0.0)
-            + output_tokens * (endpoint.price_output_per_1k or 0.0)) / 1000.0
+    return (
+        input_tokens * (endpoint.price_input_per_1k or 0.0) + output_tokens * (endpoint.price_output_per_1k or 0.0)
+    ) / 1000.0
 
 
 def plan_summary(spec: Spec) -> dict[str, Any]:
@@ -36,12 +37,20 @@ def plan_summary(spec: Spec) -> dict[str, Any]:
             input_tokens += prompt_estimate(cell.prompt)
             output_tokens += cell.sampling.max_tokens
         endpoints[endpoint.name] = {
-            "cells": cells, "input_tokens_estimate": input_tokens, "output_tokens_max": output_tokens,
+            "cells": cells,
+            "input_tokens_estimate": input_tokens,
+            "output_tokens_max": output_tokens,
             "cost_max": cost(endpoint, input_tokens, output_tokens),
         }
     costs = [e["cost_max"] for e in endpoints.values() if e["cost_max"] is not None]
-    return {"run": spec.run.name, "spec_hash": spec.spec_hash, "cells": count_cells(spec),
-            "factors": factor_counts(spec), "endpoints": endpoints, "cost_max": sum(costs) if costs else None}
+    return {
+        "run": spec.run.name,
+        "spec_hash": spec.spec_hash,
+        "cells": count_cells(spec),
+        "factors": factor_counts(spec),
+        "endpoints": endpoints,
+        "cost_max": sum(costs) if costs else None,
+    }
 
 
 def run_status(run_dir: str | Path) -> dict[str, Any]:
@@ -64,17 +73,25 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
         tokens_in = pc.sum(mine.column("input_tokens")).as_py() or 0
         tokens_out = pc.sum(mine.column("output_tokens")).as_py() or 0
         per_endpoint[endpoint.name] = {
-            "done": mine.num_rows, "failed": sum(1 for n in failed.values() if n == endpoint.name),
-            "input_tokens": tokens_in, "output_tokens": tokens_out, "cost": cost(endpoint, tokens_in, tokens_out),
+            "done": mine.num_rows,
+            "failed": sum(1 for n in failed.values() if n == endpoint.name),
+            "input_tokens": tokens_in,
+            "output_tokens": tokens_out,
+            "cost": cost(endpoint, tokens_in, tokens_out),
         }
     costs = [e["cost"] for e in per_endpoint.values() if e["cost"] is not None]
     sessions = manifest.get("sessions", [])
     return {
-        "run": manifest["run_name"], "spec_hash": manifest["spec_hash"], "planned": planned,
-        "done": len(done_keys), "failed": len(failed), "remaining": planned - len(done_keys) - len(failed),
+        "run": manifest["run_name"],
+        "spec_hash": manifest["spec_hash"],
+        "planned": planned,
+        "done": len(done_keys),
+        "failed": len(failed),
+        "remaining": planned - len(done_keys) - len(failed),
         "input_tokens": sum(e["input_tokens"] for e in per_endpoint.values()),
         "output_tokens": sum(e["output_tokens"] for e in per_endpoint.values()),
-        "cost": sum(costs) if costs else None, "endpoints": per_endpoint, "sessions": len(sessions),
+        "cost": sum(costs) if costs else None,
+        "endpoints": per_endpoint,
+        "sessions": len(sessions),
         "last_session": sessions[-1] if sessions else None,
     }
-

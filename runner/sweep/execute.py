@@ -28,16 +28,16 @@ from functools import lru_cache
 
 from asyncio_pool import AioPool
 
+from runner.errors import Interrupted, RateLimited, RequestError, RetryableError, SpecError
+from runner.rundir import RunWriter
 from runner.survey.cell import PromptCell
 from runner.sweep.limits import AdaptiveConcurrency, RateLimiter
+from runner.sweep.outcome import Outcome, now_us, response_row
 from runner.sweep.plan import PlannedCell
 from runner.sweep.progress import EndpointStats, Progress, RunStats
 from runner.sweep.providers import ChatRequest, Provider, get_provider
 from runner.sweep.retry import RetryPolicy, call_with_retries
-from runner.errors import Interrupted, RateLimited, RequestError, RetryableError, SpecError
 from runner.sweep.spec import EndpointConfig
-from runner.rundir import RunWriter
-from runner.sweep.outcome import Outcome, now_us, response_row
 from runner.sweep.transport import Transport, TransportFactory, aiohttp_transport, send
 
 CHARS_PER_TOKEN = 4  # input-token estimate before the server reports usage
@@ -80,8 +80,10 @@ def api_key_for(endpoint: EndpointConfig, source: str = "spec") -> str | None:
         return None
     key = os.environ.get(endpoint.api_key_env)
     if not key:
-        raise SpecError(f"{source}: endpoints.{endpoint.name}.api_key_env = {endpoint.api_key_env!r}: "
-                        "must name a set, non-empty environment variable")
+        raise SpecError(
+            f"{source}: endpoints.{endpoint.name}.api_key_env = {endpoint.api_key_env!r}: "
+            "must name a set, non-empty environment variable"
+        )
     return key
 
 
@@ -100,11 +102,20 @@ class Executor:
     concurrency pauses) and the limits' monotonic clock: tests drive the executor in virtual time with them.
     """
 
-    def __init__(self, writer: RunWriter, stats: RunStats, progress: Progress, *, flush_interval_s: float,
-                 rng_seed: int, commit: Callable[[], object] | None = None,
-                 transport_factory: TransportFactory = aiohttp_transport, handle_signals: bool = True,
-                 wait: Callable[[float], Awaitable[None]] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        writer: RunWriter,
+        stats: RunStats,
+        progress: Progress,
+        *,
+        flush_interval_s: float,
+        rng_seed: int,
+        commit: Callable[[], object] | None = None,
+        transport_factory: TransportFactory = aiohttp_transport,
+        handle_signals: bool = True,
+        wait: Callable[[float], Awaitable[None]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.writer = writer
         self.commit = commit or writer.flush
         self.transport_factory = transport_factory
@@ -119,14 +130,18 @@ class Executor:
         self._endpoints: list[Endpoint] = []
         self._secrets: list[str] = []
         self._bug: BaseException | None = None
+        self._cancelling: set[asyncio.Task] = set()
 
     def stop(self) -> None:
         """Stop intake (first call) or abandon in-flight requests (second call)."""
         if self._stop.is_set():
             self.progress.note("second interrupt: abandoning requests in flight")
             loop = asyncio.get_running_loop()
+            # The loop keeps only weak references to tasks: hold these until they are done.
             for endpoint in self._endpoints:
-                loop.create_task(endpoint.pool.cancel())
+                task = loop.create_task(endpoint.pool.cancel())
+                self._cancelling.add(task)
+                task.add_done_callback(self._cancelling.discard)
             return
         self._stop.set()
         self.progress.note("stopping: no new requests; waiting for those in flight (interrupt again to abandon)")
@@ -165,18 +180,30 @@ class Executor:
             self._secrets.append(key)
         provider = get_provider(config.provider)
         if provider.unsupported:
-            self.progress.note(f"endpoint {config.name!r}: the {provider.name} API takes no "
-                               f"{', '.join(sorted(provider.unsupported))}; requests are sent without it")
+            self.progress.note(
+                f"endpoint {config.name!r}: the {provider.name} API takes no "
+                f"{', '.join(sorted(provider.unsupported))}; requests are sent without it"
+            )
         rpw = config.requests_per_minute
-        limiter = RateLimiter(rpw, config.tokens_per_minute, window_s=config.rate_window_s, burst=config.burst,
-                              clock=self._clock)
+        limiter = RateLimiter(
+            rpw, config.tokens_per_minute, window_s=config.rate_window_s, burst=config.burst, clock=self._clock
+        )
         gate = AdaptiveConcurrency(config.max_concurrency, clock=self._clock)
         stats = self.stats.endpoints.setdefault(config.name, EndpointStats(config.name, rpw, config.max_concurrency))
         stats.in_flight = lambda: gate.in_flight
         stats.concurrency_limit = lambda: gate.limit
         transport = self.transport_factory(config)
-        return Endpoint(config, provider, key, transport, limiter, gate, RetryPolicy(config.max_retries),
-                        AioPool(size=config.max_concurrency), stats)
+        return Endpoint(
+            config,
+            provider,
+            key,
+            transport,
+            limiter,
+            gate,
+            RetryPolicy(config.max_retries),
+            AioPool(size=config.max_concurrency),
+            stats,
+        )
 
     async def _produce(self, endpoint: Endpoint, cells: Iterable[PlannedCell]) -> None:
         """Fill the endpoint's pool with ``max_concurrency`` workers that take cells from one lazy iterator."""
@@ -206,8 +233,9 @@ class Executor:
     async def _do_cell(self, endpoint: Endpoint, cell: PlannedCell) -> None:
         messages, messages_json, prompt_hash, input_estimate = _rendered(cell.prompt)
         s = cell.sampling
-        request = ChatRequest(endpoint.config.model, messages, s.seed, s.temperature, s.top_p, s.max_tokens, messages_json,
-                              s.constraint)
+        request = ChatRequest(
+            endpoint.config.model, messages, s.seed, s.temperature, s.top_p, s.max_tokens, messages_json, s.constraint
+        )
         call = endpoint.provider.call(endpoint.config.base_url, endpoint.api_key, request)
         started = now_us()
         last: dict[str, float | int | None] = {"latency_s": None, "status": None}
@@ -220,8 +248,11 @@ class Executor:
             try:
                 if self._stop.is_set():
                     raise Interrupted("stopping: no new attempts")
-                ticket = None if endpoint.limiter.unlimited else (
-                    await endpoint.limiter.acquire(input_estimate + s.max_tokens, self._sleep))
+                ticket = (
+                    None
+                    if endpoint.limiter.unlimited
+                    else (await endpoint.limiter.acquire(input_estimate + s.max_tokens, self._sleep))
+                )
                 t0 = time.monotonic()
                 reply = None
                 try:
@@ -249,8 +280,9 @@ class Executor:
             self.stats.retries += 1
 
         try:
-            reply, attempts = await call_with_retries(attempt, endpoint.policy, sleep=self._sleep,
-                                                      on_retry=on_retry, rng=self.rng)
+            reply, attempts = await call_with_retries(
+                attempt, endpoint.policy, sleep=self._sleep, on_retry=on_retry, rng=self.rng
+            )
             outcome = Outcome(reply, None, attempts, last["latency_s"], 200, started, now_us())
             self.stats.done += 1
             endpoint.stats.done += 1

@@ -84,7 +84,6 @@ class RateLimiter:
         self.unlimited = self.requests is None and self.burst is None and self.tokens is None
         self._lock = asyncio.Lock()  # first come, first served: one waiter at the head of the line
 
-
     async def acquire(self, tokens: float, sleep: Callable[[float], Awaitable[None]]) -> Ticket | None:
         """Wait until a request estimated at ``tokens`` fits every window and admit it.
 
@@ -126,8 +125,9 @@ class RateLimiter:
 class AdaptiveConcurrency:
     """A concurrency cap that halves on 429s and creeps back up by one per cap's worth of successes."""
 
-    def __init__(self, max_concurrency: int, *, cooldown_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, max_concurrency: int, *, cooldown_s: float = 1.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.max = max_concurrency
         self.limit = max_concurrency
         self.in_flight = 0
@@ -177,7 +177,7 @@ class AdaptiveConcurrency:
                 waiter.set_result(None)
 
     def on_rate_limited(self, retry_after_s: float | None = None) -> None:
-        """A 429: pause new attempts for the server's ``retry_after_s``; halve the cap unless cut < ``cooldown_s`` ago."""
+        """A 429: pause new attempts for the server's ``retry_after_s``; halve the cap unless cut < cooldown_s ago."""
         now = self.clock()
         if retry_after_s:
             self._resume_at = max(self._resume_at, now + retry_after_s)

@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
-from runner.survey.cell import CANONICAL_ORDER, Framing, PromptCell
 from runner.errors import SpecError
+from runner.survey.cell import CANONICAL_ORDER, Framing, PromptCell
 from runner.sweep.spec import EndpointConfig, Spec
 
 KEY_HEX_DIGITS = 32
@@ -71,8 +71,21 @@ def cell_key(endpoint: EndpointConfig, prompt: PromptCell, sampling: Sampling, t
 def _key_prefix(endpoint: EndpointConfig, prompt: PromptCell, template_hash: str) -> hashlib._Hash:
     """The hash state after the request-definition JSON up to the sampling fields (shared by many cells)."""
     f = prompt.framing
-    head = [endpoint.name, endpoint.provider, endpoint.model, prompt.language, prompt.mode, list(prompt.questions),
-            f.kind, f.country, f.age, f.gender, list(prompt.option_order), prompt.reply_format, template_hash]
+    head = [
+        endpoint.name,
+        endpoint.provider,
+        endpoint.model,
+        prompt.language,
+        prompt.mode,
+        list(prompt.questions),
+        f.kind,
+        f.country,
+        f.age,
+        f.gender,
+        list(prompt.option_order),
+        prompt.reply_format,
+        template_hash,
+    ]
     return hashlib.sha256(json.dumps(head, separators=(",", ":"))[:-1].encode())
 
 
@@ -125,9 +138,16 @@ def factor_counts(spec: Spec) -> dict[str, int]:
     """Levels per factor, in plan order (their product is the number of cells)."""
     d = spec.design
     return {
-        "endpoints": len(spec.endpoints), "languages": len(d.languages), "framings": len(framings(spec)),
-        "questions": len(question_sets(spec)), "reply_formats": len(d.reply_formats), "seeds": len(d.seeds),
-        "temperature": len(d.temperature), "top_p": len(d.top_p), "max_tokens": len(d.max_tokens), "constraints": len(d.constraints),
+        "endpoints": len(spec.endpoints),
+        "languages": len(d.languages),
+        "framings": len(framings(spec)),
+        "questions": len(question_sets(spec)),
+        "reply_formats": len(d.reply_formats),
+        "seeds": len(d.seeds),
+        "temperature": len(d.temperature),
+        "top_p": len(d.top_p),
+        "max_tokens": len(d.max_tokens),
+        "constraints": len(d.constraints),
     }
 
 
@@ -161,18 +181,30 @@ def iter_cells(spec: Spec, endpoint: EndpointConfig | None = None) -> Iterator[P
     """
     d = spec.design
     endpoints = spec.endpoints if endpoint is None else (endpoint,)
-    samplings = [(Sampling(*s), _sampling_json(Sampling(*s)))
-                 for s in itertools.product(d.seeds, d.temperature, d.top_p, d.max_tokens, d.constraints)]
+    samplings = [
+        (Sampling(*s), _sampling_json(Sampling(*s)))
+        for s in itertools.product(d.seeds, d.temperature, d.top_p, d.max_tokens, d.constraints)
+    ]
     for ep, language, framing, questions, fmt in itertools.product(
-            endpoints, d.languages, framings(spec), question_sets(spec), d.reply_formats):
+        endpoints, d.languages, framings(spec), question_sets(spec), d.reply_formats
+    ):
         prompt = PromptCell(language, d.mode, questions, framing, CANONICAL_ORDER, fmt)
         thash = _template_hash(prompt)
         prefix = _key_prefix(ep, prompt, thash)
         for sampling, tail in samplings:
             shuffle_seed = None
             if d.shuffle_options:  # the order, hence the prompt, differs per sampling seed
-                shuffle_seed = derive_seed(spec.run.seed, "option_order", language, framing.kind, framing.country,
-                                           framing.age, framing.gender, list(questions), sampling.seed)
+                shuffle_seed = derive_seed(
+                    spec.run.seed,
+                    "option_order",
+                    language,
+                    framing.kind,
+                    framing.country,
+                    framing.age,
+                    framing.gender,
+                    list(questions),
+                    sampling.seed,
+                )
                 prompt = PromptCell(language, d.mode, questions, framing, _shuffled(shuffle_seed), fmt)
                 thash = _template_hash(prompt)
                 prefix = _key_prefix(ep, prompt, thash)

@@ -1,4 +1,4 @@
-"""Determinism probe: does an endpoint (any provider the runner speaks) give the same text for the same request and seed?
+"""Determinism probe: does an endpoint (any provider the runner speaks) repeat its text for one request and seed?
 
 Four conditions, each one chat request repeated ``repeats`` times:
 
@@ -38,9 +38,7 @@ from runner.errors import ProbeError, RequestError
 from runner.sweep.providers import ChatRequest, HttpCall, Provider, get_provider
 from runner.sweep.transport import AiohttpTransport, Transport, send
 
-DEFAULT_MESSAGES: tuple[dict[str, str], ...] = (
-    {"role": "user", "content": "Write one short sentence about the sea."},
-)
+DEFAULT_MESSAGES: tuple[dict[str, str], ...] = ({"role": "user", "content": "Write one short sentence about the sea."},)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,11 +143,21 @@ async def probe_determinism(
         texts: dict[str, list[str | None]] = {name: [] for name, _, _ in plans}
         for name, temperature, seeds in plans[:3]:  # solo: one request at a time, nothing else in flight
             texts[name].append(await _reply_text(wire, provider, call(temperature, seeds[0])))
-        batched = [(name, call(temperature, s)) for name, temperature, seeds in plans
-                   for s in (seeds if name == "hot_seeds" else seeds[1:])]
+        batched = [
+            (name, call(temperature, s))
+            for name, temperature, seeds in plans
+            for s in (seeds if name == "hot_seeds" else seeds[1:])
+        ]
         # Other prompts of other lengths in the same batch, as in a sweep; their replies are not compared.
-        batched += [("distractor", provider.call(base, key, ChatRequest(
-            model, _distractor(messages, i), seed, hot_temperature, top_p, max_tokens))) for i in range(repeats)]
+        batched += [
+            (
+                "distractor",
+                provider.call(
+                    base, key, ChatRequest(model, _distractor(messages, i), seed, hot_temperature, top_p, max_tokens)
+                ),
+            )
+            for i in range(repeats)
+        ]
         replies = await asyncio.gather(*(_reply_text(wire, provider, c) for _, c in batched))
         for (name, _), text in zip(batched, replies, strict=True):
             if name in texts:
@@ -161,8 +169,13 @@ async def probe_determinism(
     if all(c.errors == c.requests for c in conditions):
         raise ProbeError(f"determinism probe: all {4 * repeats} requests to {base} failed")
     return DeterminismProbe(
-        endpoint=base_url, model=model, repeats=repeats, max_tokens=max_tokens, conditions=tuple(conditions),
-        seed=_verdict(texts["hot_seed"], conditions[3]), greedy_identical_share=conditions[0].identical_share,
+        endpoint=base_url,
+        model=model,
+        repeats=repeats,
+        max_tokens=max_tokens,
+        conditions=tuple(conditions),
+        seed=_verdict(texts["hot_seed"], conditions[3]),
+        greedy_identical_share=conditions[0].identical_share,
     )
 
 
@@ -187,8 +200,12 @@ def _condition(name: str, temperature: float, seeds: list[int | None], texts: li
     counts = Counter(ok)
     same_seed = len(set(seeds)) == 1
     return ProbeCondition(
-        name=name, temperature=temperature, seed=seeds[0] if same_seed else None, requests=len(texts),
-        errors=len(texts) - len(ok), distinct_texts=len(counts),
+        name=name,
+        temperature=temperature,
+        seed=seeds[0] if same_seed else None,
+        requests=len(texts),
+        errors=len(texts) - len(ok),
+        distinct_texts=len(counts),
         identical_share=(counts.most_common(1)[0][1] / len(ok)) if ok else 0.0,
     )
 

@@ -64,21 +64,27 @@ class RunStats:
         """One plain-text summary line (used for logs)."""
         eta = self.eta_s()
         parts = [
-            f"{self.finished()}/{self.total} cells", f"{self.failed} failed", f"{self.retries} retries",
-            f"{self.rate():.1f} cells/s", f"ETA {_duration(eta)}",
+            f"{self.finished()}/{self.total} cells",
+            f"{self.failed} failed",
+            f"{self.retries} retries",
+            f"{self.rate():.1f} cells/s",
+            f"ETA {_duration(eta)}",
             f"tokens {self.input_tokens} in / {self.output_tokens} out",
         ]
         for e in self.endpoints.values():
             limit = "unlimited" if e.requests_per_minute is None else f"{e.requests_per_minute} rpm"
-            parts.append(f"{e.name}: {e.in_flight()}/{e.concurrency_limit()} in flight (max {e.max_concurrency}), {limit}")
+            parts.append(
+                f"{e.name}: {e.in_flight()}/{e.concurrency_limit()} in flight (max {e.max_concurrency}), {limit}"
+            )
         return " | ".join(parts)
 
 
 class Progress:
     """Shows ``RunStats`` until stopped: rich live display on a TTY, else a log line every ``log_every_s``."""
 
-    def __init__(self, stats: RunStats, *, stream: TextIO | None = None, log_every_s: float = 60.0,
-                 live: bool | None = None) -> None:
+    def __init__(
+        self, stats: RunStats, *, stream: TextIO | None = None, log_every_s: float = 60.0, live: bool | None = None
+    ) -> None:
         self.stats = stats
         self.stream = stream or sys.stderr
         self.log_every_s = log_every_s
@@ -125,14 +131,26 @@ class Progress:
         s = self.stats
         finished = s.finished()
         table = Table.grid(padding=(0, 2))
-        table.add_row(ProgressBar(total=max(s.total, 1), completed=finished, width=40),
-                      f"{finished}/{s.total}", f"{s.rate():.1f} cells/s", f"ETA {_duration(s.eta_s())}")
-        table.add_row(f"retries {s.retries}", f"failed {s.failed}",
-                      f"tokens {s.input_tokens} in / {s.output_tokens} out", f"already stored {s.already_stored}")
+        table.add_row(
+            ProgressBar(total=max(s.total, 1), completed=finished, width=40),
+            f"{finished}/{s.total}",
+            f"{s.rate():.1f} cells/s",
+            f"ETA {_duration(s.eta_s())}",
+        )
+        table.add_row(
+            f"retries {s.retries}",
+            f"failed {s.failed}",
+            f"tokens {s.input_tokens} in / {s.output_tokens} out",
+            f"already stored {s.already_stored}",
+        )
         for e in s.endpoints.values():
             limit = "no rpm limit" if e.requests_per_minute is None else f"{e.requests_per_minute} rpm"
-            table.add_row(f"  {e.name}", f"in flight {e.in_flight()}/{e.concurrency_limit()} (max {e.max_concurrency})",
-                          limit, f"done {e.done} failed {e.failed} 429s {e.rate_limited}")
+            table.add_row(
+                f"  {e.name}",
+                f"in flight {e.in_flight()}/{e.concurrency_limit()} (max {e.max_concurrency})",
+                limit,
+                f"done {e.done} failed {e.failed} 429s {e.rate_limited}",
+            )
         return table
 
 

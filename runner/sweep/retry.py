@@ -38,9 +38,13 @@ class RetryPolicy:
 
     def describe(self) -> dict[str, object]:
         """The policy as plain data, for the run manifest."""
-        return {"max_retries": self.max_retries, "initial_s": self.initial_s, "max_wait_s": self.max_wait_s,
-                "backoff": "full-jitter exponential, at least the server's Retry-After",
-                "retried": ["429", "408", "5xx", "connection errors", "timeouts", "unreadable bodies"]}
+        return {
+            "max_retries": self.max_retries,
+            "initial_s": self.initial_s,
+            "max_wait_s": self.max_wait_s,
+            "backoff": "full-jitter exponential, at least the server's Retry-After",
+            "retried": ["429", "408", "5xx", "connection errors", "timeouts", "unreadable bodies"],
+        }
 
 
 def should_retry(exc: BaseException) -> bool:
@@ -108,8 +112,12 @@ async def call_with_retries(
         on_retry(state.outcome.exception(), state.upcoming_sleep)
 
     retrying = AsyncRetrying(
-        stop=stop_after_attempt(policy.max_retries), wait=wait, retry=retry_if_exception(should_retry),
-        before_sleep=before_sleep, sleep=sleep, reraise=True,
+        stop=stop_after_attempt(policy.max_retries),
+        wait=wait,
+        retry=retry_if_exception(should_retry),
+        before_sleep=before_sleep,
+        sleep=sleep,
+        reraise=True,
     )
     attempts = 1
     try:
@@ -149,7 +157,7 @@ def _duration(text: str) -> float | None:
 def _until(text: str, now: float | None) -> float | None:
     """Seconds until an RFC 3339 timestamp (Anthropic's reset headers)."""
     try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(text.strip())  # Python 3.11 reads a trailing "Z" as UTC
     except ValueError:
         return None
     if moment.tzinfo is None:

@@ -51,18 +51,29 @@ def build_manifest(spec: Spec) -> dict[str, Any]:
         "seeds": {
             "master": spec.run.seed,
             "sampling": list(d.seeds),
-            "option_order": ("per cell: shuffle_seed = derive_seed(master, 'option_order', language, framing kind, "
-                             "country, age, gender, questions, sampling seed); order = shuffled_order(shuffle_seed); "
-                             "stored in column shuffle_seed") if d.shuffle_options else "canonical order 1-5",
+            "option_order": (
+                "per cell: shuffle_seed = derive_seed(master, 'option_order', language, framing kind, "
+                "country, age, gender, questions, sampling seed); order = shuffled_order(shuffle_seed); "
+                "stored in column shuffle_seed"
+            )
+            if d.shuffle_options
+            else "canonical order 1-5",
         },
         "policies": {
             "retry": {e.name: RetryPolicy(e.max_retries).describe() for e in spec.endpoints},
-            "limits": {e.name: {"requests_per_minute": e.requests_per_minute, "tokens_per_minute": e.tokens_per_minute,
-                                "burst_per_s": e.burst, "window_s": e.rate_window_s,
-                                "window_counts": "from admission until window_s after the response",
-                                "max_concurrency": e.max_concurrency,
-                                "timeout_s": e.timeout_s, "adaptive_concurrency": "halve on 429, +1 per cap successes"}
-                       for e in spec.endpoints},
+            "limits": {
+                e.name: {
+                    "requests_per_minute": e.requests_per_minute,
+                    "tokens_per_minute": e.tokens_per_minute,
+                    "burst_per_s": e.burst,
+                    "window_s": e.rate_window_s,
+                    "window_counts": "from admission until window_s after the response",
+                    "max_concurrency": e.max_concurrency,
+                    "timeout_s": e.timeout_s,
+                    "adaptive_concurrency": "halve on 429, +1 per cap successes",
+                }
+                for e in spec.endpoints
+            },
             "failed_cells": "stored in failures/; retried only with --retry-failed",
         },
         "unsupported_parameters": {e.name: unsupported_parameters(e) for e in spec.endpoints},
@@ -70,24 +81,47 @@ def build_manifest(spec: Spec) -> dict[str, Any]:
     }
 
 
-def run_sweep(spec: Spec, out: str | Path, *, retry_failed: bool = False, stream: TextIO | None = None,
-              live: bool | None = None, log_every_s: float = 60.0,
-              transport_factory: TransportFactory = aiohttp_transport) -> RunResult:
+def run_sweep(
+    spec: Spec,
+    out: str | Path,
+    *,
+    retry_failed: bool = False,
+    stream: TextIO | None = None,
+    live: bool | None = None,
+    log_every_s: float = 60.0,
+    transport_factory: TransportFactory = aiohttp_transport,
+) -> RunResult:
     """Run (or resume) ``spec`` into run directory ``out``; progress goes to ``stream`` (stderr).
 
     Owns an event loop for the sweep; inside a running loop (a notebook) ``await run_sweep_async(...)``.
     """
     _check_no_running_loop("run_sweep", "run_sweep_async")
     handle_signals = threading.current_thread() is threading.main_thread()
-    return asyncio.run(run_sweep_async(spec, out, retry_failed=retry_failed, stream=stream, live=live,
-                                       log_every_s=log_every_s, transport_factory=transport_factory,
-                                       handle_signals=handle_signals))
+    return asyncio.run(
+        run_sweep_async(
+            spec,
+            out,
+            retry_failed=retry_failed,
+            stream=stream,
+            live=live,
+            log_every_s=log_every_s,
+            transport_factory=transport_factory,
+            handle_signals=handle_signals,
+        )
+    )
 
 
-async def run_sweep_async(spec: Spec, out: str | Path, *, retry_failed: bool = False, stream: TextIO | None = None,
-                          live: bool | None = None, log_every_s: float = 60.0,
-                          transport_factory: TransportFactory = aiohttp_transport,
-                          handle_signals: bool = False) -> RunResult:
+async def run_sweep_async(
+    spec: Spec,
+    out: str | Path,
+    *,
+    retry_failed: bool = False,
+    stream: TextIO | None = None,
+    live: bool | None = None,
+    log_every_s: float = 60.0,
+    transport_factory: TransportFactory = aiohttp_transport,
+    handle_signals: bool = False,
+) -> RunResult:
     """``run_sweep`` as a coroutine, on the caller's event loop; installs no signal handlers unless asked."""
     validate_plan(spec)
     for endpoint in spec.endpoints:
@@ -102,8 +136,16 @@ async def run_sweep_async(spec: Spec, out: str | Path, *, retry_failed: bool = F
         if n is not None:
             parse_part(writer, n)
 
-    executor = Executor(writer, stats, progress, flush_interval_s=spec.run.flush_interval_s, rng_seed=spec.run.seed,
-                        commit=commit, transport_factory=transport_factory, handle_signals=handle_signals)
+    executor = Executor(
+        writer,
+        stats,
+        progress,
+        flush_interval_s=spec.run.flush_interval_s,
+        rng_seed=spec.run.seed,
+        commit=commit,
+        transport_factory=transport_factory,
+        handle_signals=handle_signals,
+    )
     interrupted = True
     try:
         update_answers(writer)  # responses a crash left without their answers part
@@ -118,11 +160,24 @@ async def run_sweep_async(spec: Spec, out: str | Path, *, retry_failed: bool = F
         try:
             commit()
         finally:
-            writer.close({"outcome": "interrupted" if interrupted else "complete", "stored": stats.done,
-                     "failed": stats.failed, "already_stored": stats.already_stored,
-                          "failed_before": stats.failed_before, "retry_failed": retry_failed})
-    return RunResult(stats.done, stats.failed, stats.already_stored, interrupted,
-                     {e.name: unsupported_parameters(e) for e in spec.endpoints}, stats.failed_before)
+            writer.close(
+                {
+                    "outcome": "interrupted" if interrupted else "complete",
+                    "stored": stats.done,
+                    "failed": stats.failed,
+                    "already_stored": stats.already_stored,
+                    "failed_before": stats.failed_before,
+                    "retry_failed": retry_failed,
+                }
+            )
+    return RunResult(
+        stats.done,
+        stats.failed,
+        stats.already_stored,
+        interrupted,
+        {e.name: unsupported_parameters(e) for e in spec.endpoints},
+        stats.failed_before,
+    )
 
 
 PROBE_REPEATS = 4  # small: 5 × 4 requests per endpoint before the sweep
@@ -145,8 +200,11 @@ async def _probe_endpoints(spec: Spec, writer: RunWriter, stream: TextIO, transp
             continue
         try:
             result = (await _probe(endpoint, transport_factory)).to_dict()
-            print(f"hofcat: endpoint {endpoint.name!r}: determinism probe: seed {result['seed']}, greedy identical "
-                  f"share {result['greedy_identical_share']:.2f}", file=stream)
+            print(
+                f"hofcat: endpoint {endpoint.name!r}: determinism probe: seed {result['seed']}, greedy identical "
+                f"share {result['greedy_identical_share']:.2f}",
+                file=stream,
+            )
         except ProbeError as exc:  # an unreachable endpoint: the sweep's own retries and errors will tell more
             result = {"error": str(exc)}
             print(f"hofcat: endpoint {endpoint.name!r}: determinism probe failed: {exc}", file=stream)
@@ -157,9 +215,14 @@ async def _probe(endpoint: EndpointConfig, transport_factory: TransportFactory) 
     """The small determinism probe of one endpoint, over a transport of its own."""
     transport = transport_factory(endpoint)
     try:
-        return await probe_determinism(endpoint.base_url, endpoint.model, repeats=PROBE_REPEATS,
-                                       max_tokens=PROBE_MAX_TOKENS, api_key_env=endpoint.api_key_env,
-                                       transport=transport)
+        return await probe_determinism(
+            endpoint.base_url,
+            endpoint.model,
+            repeats=PROBE_REPEATS,
+            max_tokens=PROBE_MAX_TOKENS,
+            api_key_env=endpoint.api_key_env,
+            transport=transport,
+        )
     finally:
         await transport.close()
 

@@ -153,21 +153,31 @@ def _check_constraints(v: _Validator, endpoints: tuple[EndpointConfig, ...], d: 
             continue
         for i, e in enumerate(endpoints):
             if e.provider not in CONSTRAINT_PROVIDERS:
-                v.fail(f"endpoints[{i}].provider", e.provider,
-                       f"{' or '.join(CONSTRAINT_PROVIDERS)} when design.constraint includes {kind!r} "
-                       "(this API has no grammar/response_format; use constraint = \"none\")")
+                v.fail(
+                    f"endpoints[{i}].provider",
+                    e.provider,
+                    f"{' or '.join(CONSTRAINT_PROVIDERS)} when design.constraint includes {kind!r} "
+                    '(this API has no grammar/response_format; use constraint = "none")',
+                )
         if d.mode != "item":
-            v.fail("design.constraint", kind, f"\"none\" in {d.mode} mode (constraints admit one item's answer)")
+            v.fail("design.constraint", kind, f'"none" in {d.mode} mode (constraints admit one item\'s answer)')
         for fmt in d.reply_formats:
             if fmt not in CONSTRAINT_FORMATS[kind]:
-                v.fail("design.constraint", kind, f"\"none\" with reply_format {fmt!r} ({kind!r} produces "
-                       f"only reply_format {' or '.join(repr(f) for f in CONSTRAINT_FORMATS[kind])})")
-
+                v.fail(
+                    "design.constraint",
+                    kind,
+                    f'"none" with reply_format {fmt!r} ({kind!r} produces '
+                    f"only reply_format {' or '.join(repr(f) for f in CONSTRAINT_FORMATS[kind])})",
+                )
 
 
 def _run(v: _Validator, t: Any) -> RunConfig:
-    v.keys(t, "run", {"name", "seed", "reference", "batch_rows", "flush_interval_s", "determinism_probe"},
-           required={"name"})
+    v.keys(
+        t,
+        "run",
+        {"name", "seed", "reference", "batch_rows", "flush_interval_s", "determinism_probe"},
+        required={"name"},
+    )
     d = _Defaults(RunConfig)
     return RunConfig(
         name=v.string(t, "run", "name"),
@@ -211,8 +221,21 @@ def _endpoint(v: _Validator, where: str, t: Any) -> EndpointConfig:
 
 def _design(v: _Validator, t: Any) -> DesignConfig:
     w = "design"
-    allowed = {"mode", "languages", "personas", "identities", "no_persona", "questions", "shuffle_options",
-               "reply_format", "seeds", "temperature", "top_p", "max_tokens", "constraint"}
+    allowed = {
+        "mode",
+        "languages",
+        "personas",
+        "identities",
+        "no_persona",
+        "questions",
+        "shuffle_options",
+        "reply_format",
+        "seeds",
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "constraint",
+    }
     v.keys(t, w, allowed)
     d = DesignConfig()
     mode = v.string(t, w, "mode", d.mode)
@@ -232,8 +255,7 @@ def _design(v: _Validator, t: Any) -> DesignConfig:
             genders=genders,
             ages=v.many(it, iw, "ages", (25, 45, 65), lambda x: _is_int(x) and 0 < x < 130, "ages in years 1-129"),
         )
-    questions = v.many(t, w, "questions", QUESTIONS, lambda x: _is_int(x) and 1 <= x <= 24,
-                       "question numbers 1-24")
+    questions = v.many(t, w, "questions", QUESTIONS, lambda x: _is_int(x) and 1 <= x <= 24, "question numbers 1-24")
     return DesignConfig(
         mode=mode,
         languages=v.strings(t, w, "languages", d.languages),
@@ -244,13 +266,19 @@ def _design(v: _Validator, t: Any) -> DesignConfig:
         shuffle_options=v.boolean(t, w, "shuffle_options", d.shuffle_options),
         reply_formats=v.strings(t, w, "reply_format", d.reply_formats),
         seeds=v.many(t, w, "seeds", d.seeds, lambda x: _is_int(x) and x >= 0, "integers >= 0"),
-        temperature=tuple(float(x) for x in v.many(t, w, "temperature", d.temperature,
-                                                  lambda x: _is_num(x) and 0 <= x <= 2, "numbers in [0, 2]")),
-        top_p=tuple(float(x) for x in v.many(t, w, "top_p", d.top_p,
-                                            lambda x: _is_num(x) and 0 <= x <= 1, "numbers in [0, 1]")),
+        temperature=tuple(
+            float(x)
+            for x in v.many(
+                t, w, "temperature", d.temperature, lambda x: _is_num(x) and 0 <= x <= 2, "numbers in [0, 2]"
+            )
+        ),
+        top_p=tuple(
+            float(x) for x in v.many(t, w, "top_p", d.top_p, lambda x: _is_num(x) and 0 <= x <= 1, "numbers in [0, 1]")
+        ),
         max_tokens=v.many(t, w, "max_tokens", d.max_tokens, lambda x: _is_int(x) and x >= 1, "integers >= 1"),
-        constraints=v.many(t, w, "constraint", d.constraints, lambda x: x in CONSTRAINTS,
-                           f"one of {', '.join(CONSTRAINTS)}"),
+        constraints=v.many(
+            t, w, "constraint", d.constraints, lambda x: x in CONSTRAINTS, f"one of {', '.join(CONSTRAINTS)}"
+        ),
     )
 
 
@@ -288,7 +316,9 @@ class _Validator:
             self.fail(where, table, "a table")
         for key in table:
             if key not in allowed:
-                self.fail(f"{where}.{key}".lstrip("."), table[key], f"a known key (one of {', '.join(sorted(allowed))})")
+                self.fail(
+                    f"{where}.{key}".lstrip("."), table[key], f"a known key (one of {', '.join(sorted(allowed))})"
+                )
         for key in sorted(required - set(table)):
             raise SpecError(f"{self.source}: {where}.{key}: missing (required)".replace(": .", ": "))
 

@@ -8,11 +8,11 @@ refusals, chatty replies), all reproducible from a seed, and logs every request 
 from __future__ import annotations
 
 from runner.endpoints.sim.config import DEFAULT_LANGUAGE_COUNTRIES, Latency, SimConfig
-from runner.errors import SimConfigError, SimDataError, SimError
 from runner.endpoints.sim.log import LogEntry, RequestLog, max_in_window
 from runner.endpoints.sim.respondent import AnswerModel, CountryScores
 from runner.endpoints.sim.seeding import request_key
 from runner.endpoints.sim.server import SimProcess, SimServer, SimServerThread, build_sim_app
+from runner.errors import SimConfigError, SimDataError, SimError
 
 __all__ = [
     "DEFAULT_LANGUAGE_COUNTRIES",

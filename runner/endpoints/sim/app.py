@@ -20,7 +20,6 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from runner import __version__
-from runner.survey.cell import PromptCell
 from runner.endpoints.sim import replies
 from runner.endpoints.sim.chat_request import BadRequest, ChatRequest, parse_request
 from runner.endpoints.sim.config import SimConfig
@@ -29,6 +28,7 @@ from runner.endpoints.sim.limits import Refusal, RequestBudget
 from runner.endpoints.sim.log import LogEntry, RequestLog, max_in_window
 from runner.endpoints.sim.respondent import AnswerModel
 from runner.endpoints.sim.seeding import Draws, key_of
+from runner.survey.cell import PromptCell
 
 JSON = "application/json; charset=utf-8"
 HTML = "text/html; charset=utf-8"
@@ -148,8 +148,10 @@ class SimApp:
             fault = dataclasses.replace(fault, refusal=False, chatty=False)
         country = self.country_of(cell)
         # Seeded requests are reproducible; unseeded ones get fresh draws per arrival, as from a real API.
-        rng = Draws(self.config.seed, "answer", key) if chat.seed is not None else Draws(
-            self.config.seed, "answer-unseeded", seq
+        rng = (
+            Draws(self.config.seed, "answer", key)
+            if chat.seed is not None
+            else Draws(self.config.seed, "answer-unseeded", seq)
         )
         answers = tuple(self.model.sample(country, q, chat.temperature, chat.top_p, rng) for q in cell.questions)
         if fault.refusal:
@@ -190,10 +192,18 @@ class SimApp:
 
     def _rate_limited(self, arrival: float, refusal: Refusal, chat: ChatRequest) -> _Reply:
         if math.isinf(refusal.wait_s):  # more tokens than the whole per-minute budget: retrying cannot help
-            message = (f"Request too large: it may use {_prompt_tokens(chat.messages) + (chat.max_tokens or 0)} "
-                       f"tokens, more than the limit of {self.config.tokens_per_minute} tokens per minute.")
-            error = {"error": {"message": message, "type": "invalid_request_error", "param": "max_tokens",
-                               "code": "request_too_large"}}
+            message = (
+                f"Request too large: it may use {_prompt_tokens(chat.messages) + (chat.max_tokens or 0)} "
+                f"tokens, more than the limit of {self.config.tokens_per_minute} tokens per minute."
+            )
+            error = {
+                "error": {
+                    "message": message,
+                    "type": "invalid_request_error",
+                    "param": "max_tokens",
+                    "code": "request_too_large",
+                }
+            }
             return _Reply(400, json.dumps(error).encode(), JSON, "bad_request", message, {})
         limit = self.config.requests_per_minute if refusal.budget == "requests" else self.config.tokens_per_minute
         message = f"Rate limit reached for {refusal.budget}: limit {limit} per minute."
@@ -298,8 +308,9 @@ class SimApp:
         temperature, top_p = _query_numbers(request, float, "numbers", temperature="1", top_p="1")
         countries = request.query.getall("country", []) or sorted(self.model.scores)
         truth = {c: self.model.truth(c, temperature, top_p) for c in countries}
-        return web.json_response({"signal": self.model.signal, "temperature": temperature, "top_p": top_p,
-                                  "countries": truth})
+        return web.json_response(
+            {"signal": self.model.signal, "temperature": temperature, "top_p": top_p, "countries": truth}
+        )
 
 
 def _query_numbers(request: web.Request, convert: Callable[[str], Any], kind: str, **defaults: str) -> list[Any]:

@@ -68,7 +68,7 @@ class Latency:
     @property
     def is_zero(self) -> bool:
         """True when every request is answered without waiting."""
-        return self.kind in ("fixed", "exponential", "lognormal") and self.a == 0.0 or (
+        return (self.kind in ("fixed", "exponential", "lognormal") and self.a == 0.0) or (
             self.kind == "uniform" and self.b == 0.0
         )
 
@@ -139,8 +139,7 @@ class SimConfig:
     def any_attempt_fault(self) -> bool:
         """True when some fault is drawn per attempt (the server then counts attempts per request)."""
         return any(
-            getattr(self, n) > 0
-            for n in ("error_rate", "malformed_rate", "hang_rate", "refusal_rate", "chatty_rate")
+            getattr(self, n) > 0 for n in ("error_rate", "malformed_rate", "hang_rate", "refusal_rate", "chatty_rate")
         )
 
     def as_dict(self) -> dict[str, object]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from runner.errors import SimDataError
 from runner.endpoints.sim.reader import TemplateReader
 from runner.endpoints.sim.respondent import CountryScores
+from runner.errors import SimDataError
 
 
 def load_scores(reference: str) -> CountryScores:

@@ -40,8 +40,11 @@ def draw_fault(config: SimConfig, key: str, attempt: int) -> Fault:
     u = rng.random()
     kind: FaultKind = "none"
     edge = 0.0
-    for name, rate in (("server_error", config.error_rate), ("malformed", config.malformed_rate),
-                       ("hang", config.hang_rate)):
+    for name, rate in (
+        ("server_error", config.error_rate),
+        ("malformed", config.malformed_rate),
+        ("hang", config.hang_rate),
+    ):
         edge += rate
         if u < edge:
             kind = name  # type: ignore[assignment]

@@ -76,8 +76,11 @@ class RequestBudget:
     def try_acquire(self, now: float, tokens: int) -> Refusal | None:
         """Accept a request of ``tokens`` tokens at ``now`` (returns None) or say which budget refuses it."""
         refusal = None
-        for name, window, units in (("requests", self.minute, 1), ("requests", self.second, 1),
-                                    ("tokens", self.tokens, tokens)):
+        for name, window, units in (
+            ("requests", self.minute, 1),
+            ("requests", self.second, 1),
+            ("tokens", self.tokens, tokens),
+        ):
             if window is not None:
                 wait = window.wait_s(now, units)
                 if wait > 0.0 and (refusal is None or wait > refusal.wait_s):

@@ -48,11 +48,14 @@ class TemplateReader:
             for number, question in instrument.questions.items():
                 self._lines[question.text.strip()] = (language, number)
                 self._lines[layout["question_line"].format(number=number, text=question.text).strip()] = (
-                    language, number)
+                    language,
+                    number,
+                )
                 labels = tuple(question.label(i) for i in CANONICAL_ORDER)
                 self._labels[(language, number)] = labels
                 self._options[(language, number)] = blocks.get(labels) or blocks.setdefault(
-                    labels, _option_blocks(labels, layout))
+                    labels, _option_blocks(labels, layout)
+                )
             for mode, framings in templates["instructions"].items():
                 for framing, text in framings.items():
                     self._instructions.append((language, mode, framing, _pattern(text)))

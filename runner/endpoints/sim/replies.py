@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from runner.survey.cell import PromptCell
 from runner.endpoints.sim.seeding import Draws
+from runner.survey.cell import PromptCell
 
 REFUSALS: dict[str, str] = {
     "en": "As an AI, I do not have personal preferences or feelings, so I cannot answer this question.",

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Protocol
 
-from runner.survey.dimensions import DIMENSIONS
-from runner.score.indices import FORMULAS
 from runner.errors import SimConfigError
+from runner.score.indices import FORMULAS
+from runner.survey.dimensions import DIMENSIONS
 from runner.survey.vocab import QUESTIONS
 
 # dimension → ((question, signed coefficient), …) from the official formulas: the + and − question of the
@@ -178,9 +178,7 @@ class AnswerModel:
         """Probabilities of option IDs 1…5 for one question under the request's sampling parameters."""
         return answer_distribution(self.thetas(country)[question - 1], self.spread, temperature, top_p)
 
-    def sample(
-        self, country: str | None, question: int, temperature: float, top_p: float, rng: UniformSource
-    ) -> int:
+    def sample(self, country: str | None, question: int, temperature: float, top_p: float, rng: UniformSource) -> int:
         """One answer (option ID 1…5); consumes exactly one draw of ``rng`` so answers stay aligned."""
         u = rng.random()
         cumulative = 0.0
@@ -195,9 +193,7 @@ class AnswerModel:
         """The exact expected answer to ``question`` under the given sampling parameters."""
         return _mean(self.distribution(country, question, temperature, top_p))
 
-    def expected_indices(
-        self, country: str | None, temperature: float = 1.0, top_p: float = 1.0
-    ) -> dict[str, float]:
+    def expected_indices(self, country: str | None, temperature: float = 1.0, top_p: float = 1.0) -> dict[str, float]:
         """Exact expected VSM13 indices (constants C = 0) of ``country``'s answers → {dimension: index}."""
         return {
             dim: sum(c * self.expected_mean(country, q, temperature, top_p) for q, c in terms)

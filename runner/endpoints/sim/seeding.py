@@ -50,7 +50,7 @@ def _messages_digest(messages: tuple[tuple[str, str], ...]) -> bytes:
 class Draws:
     """A reproducible stream of uniforms from BLAKE2b(parts, counter); the few methods the simulator needs."""
 
-    __slots__ = ("_block", "_counter", "_prefix", "_pos")
+    __slots__ = ("_block", "_counter", "_pos", "_prefix")
 
     def __init__(self, *parts: object) -> None:
         self._prefix = "\x1f".join(map(str, parts)).encode() + b"\x1e"

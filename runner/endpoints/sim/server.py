@@ -1,9 +1,9 @@
 """Running the simulated endpoint: in the current event loop, in a background thread, or as a subprocess.
 
-    async with SimServer(SimConfig(seed=1)) as sim:      # a free 127.0.0.1 port
-        ... sim.base_url ...                             # "http://127.0.0.1:PORT/v1"
-    with SimServerThread(config) as sim: ...             # same, serving from its own thread and loop
-    with SimProcess(["--rpm", "600"]) as sim: ...        # `hofcat serve-sim` in a child process
+async with SimServer(SimConfig(seed=1)) as sim:      # a free 127.0.0.1 port
+    ... sim.base_url ...                             # "http://127.0.0.1:PORT/v1"
+with SimServerThread(config) as sim: ...             # same, serving from its own thread and loop
+with SimProcess(["--rpm", "600"]) as sim: ...        # `hofcat serve-sim` in a child process
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ def build_sim_app(config: SimConfig, scores: Scores | None = None, reader: Promp
     """A SimApp whose scores and prompt reader come from hofcat's data unless given."""
     from runner.endpoints.sim.data import load_reader, load_scores
 
-    model = AnswerModel(load_scores(config.reference) if scores is None else scores,
-                        signal=config.signal, spread=config.spread)
+    model = AnswerModel(
+        load_scores(config.reference) if scores is None else scores, signal=config.signal, spread=config.spread
+    )
     return SimApp(config, model, load_reader() if reader is None else reader)
 
 
@@ -79,8 +80,13 @@ class SimServer:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self.port))
         self.port = sock.getsockname()[1]
-        self._runner = web.AppRunner(self.sim.application(), handle_signals=False, access_log=None,
-                                     handler_cancellation=True, shutdown_timeout=1.0)
+        self._runner = web.AppRunner(
+            self.sim.application(),
+            handle_signals=False,
+            access_log=None,
+            handler_cancellation=True,
+            shutdown_timeout=1.0,
+        )
         await self._runner.setup()
         await web.SockSite(self._runner, sock, backlog=1024).start()
 

@@ -26,7 +26,9 @@ class ChatRequest:
     top_p: float
     max_tokens: int
     messages_json: str | None = None  # ``messages`` as compact JSON, when the caller already has it
-    constraint: str = "none"  # constrained decoding kind (runner.survey.constrained); only OpenAI-compatible APIs take it
+    constraint: str = (
+        "none"  # constrained decoding kind (runner.survey.constrained); only OpenAI-compatible APIs take it
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +87,9 @@ def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def json_headers(api_key: str | None, key_header: str, key_prefix: str = "",
-                 extra: dict[str, str] | None = None) -> dict[str, str]:
+def json_headers(
+    api_key: str | None, key_header: str, key_prefix: str = "", extra: dict[str, str] | None = None
+) -> dict[str, str]:
     """JSON content-type headers plus ``extra``, with the API key (after ``key_prefix``) in ``key_header`` if set."""
     headers = {"Content-Type": "application/json", **(extra or {})}
     if api_key:
@@ -99,8 +102,16 @@ def system_text(messages: list[dict[str, str]]) -> str:
     return "\n\n".join(m["content"] for m in messages if m["role"] == "system")
 
 
-def text_reply(provider: str, body: Any, texts: list[Any], what: str, finish_reason: Any, usage_key: str,
-               input_key: str, output_key: str) -> Reply:
+def text_reply(
+    provider: str,
+    body: Any,
+    texts: list[Any],
+    what: str,
+    finish_reason: Any,
+    usage_key: str,
+    input_key: str,
+    output_key: str,
+) -> Reply:
     """A ``Reply`` joining ``texts`` (all strings, else ``UnreadableBody`` naming ``what``), with the token
     counts ``input_key`` and ``output_key`` of the ``body[usage_key]`` dict when present."""
     if any(not isinstance(t, str) for t in texts):

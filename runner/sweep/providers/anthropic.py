@@ -20,9 +20,12 @@ class AnthropicProvider:
         headers = json_headers(api_key, "x-api-key", extra={"anthropic-version": API_VERSION})
         system = system_text(request.messages)
         body: dict[str, Any] = {
-            "model": request.model, "max_tokens": request.max_tokens, "temperature": request.temperature,
-            "messages": [{"role": m["role"], "content": m["content"]} for m in request.messages
-                         if m["role"] != "system"],
+            "model": request.model,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "messages": [
+                {"role": m["role"], "content": m["content"]} for m in request.messages if m["role"] != "system"
+            ],
         }
         if system:
             body["system"] = system
@@ -37,8 +40,16 @@ class AnthropicProvider:
         if not isinstance(content, list):
             raise shape_error(self.name, body, "a content list")
         texts = [block.get("text") for block in content if isinstance(block, dict) and block.get("type") == "text"]
-        return text_reply(self.name, body, texts, "string text blocks", body.get("stop_reason"), "usage",
-                          "input_tokens", "output_tokens")
+        return text_reply(
+            self.name,
+            body,
+            texts,
+            "string text blocks",
+            body.get("stop_reason"),
+            "usage",
+            "input_tokens",
+            "output_tokens",
+        )
 
 
 PROVIDER = AnthropicProvider()

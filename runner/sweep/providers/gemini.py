@@ -8,7 +8,7 @@ from runner.sweep.providers import ChatRequest, HttpCall, Reply, json_headers, s
 
 
 class GeminiProvider:
-    """System text goes in ``systemInstruction``; assistant turns are role ``model``; sampling in ``generationConfig``."""
+    """System text in ``systemInstruction``; assistant turns have role ``model``; sampling in ``generationConfig``."""
 
     name = "gemini"
     unsupported: frozenset[str] = frozenset()
@@ -18,13 +18,18 @@ class GeminiProvider:
         headers = json_headers(api_key, "x-goog-api-key")
         system = system_text(request.messages)
         config: dict[str, Any] = {
-            "temperature": request.temperature, "topP": request.top_p, "maxOutputTokens": request.max_tokens,
+            "temperature": request.temperature,
+            "topP": request.top_p,
+            "maxOutputTokens": request.max_tokens,
         }
         if request.seed is not None:
             config["seed"] = request.seed
         body: dict[str, Any] = {
-            "contents": [{"role": "model" if m["role"] == "assistant" else "user", "parts": [{"text": m["content"]}]}
-                         for m in request.messages if m["role"] != "system"],
+            "contents": [
+                {"role": "model" if m["role"] == "assistant" else "user", "parts": [{"text": m["content"]}]}
+                for m in request.messages
+                if m["role"] != "system"
+            ],
             "generationConfig": config,
         }
         if system:
@@ -41,8 +46,16 @@ class GeminiProvider:
         if not isinstance(parts, list):
             raise shape_error(self.name, body, "candidates[0].content.parts")
         texts = [p.get("text", "") for p in parts if isinstance(p, dict)]
-        return text_reply(self.name, body, texts, "string text parts", candidate.get("finishReason"),
-                          "usageMetadata", "promptTokenCount", "candidatesTokenCount")
+        return text_reply(
+            self.name,
+            body,
+            texts,
+            "string text parts",
+            candidate.get("finishReason"),
+            "usageMetadata",
+            "promptTokenCount",
+            "candidatesTokenCount",
+        )
 
 
 PROVIDER = GeminiProvider()

@@ -19,8 +19,11 @@ class OpenAIProvider:
         """The chat-completions request; the key goes in a Bearer header."""
         headers = json_headers(api_key, "Authorization", "Bearer ")
         body: dict[str, Any] = {
-            "model": request.model, "messages": request.messages, "temperature": request.temperature,
-            "top_p": request.top_p, "max_tokens": request.max_tokens,
+            "model": request.model,
+            "messages": request.messages,
+            "temperature": request.temperature,
+            "top_p": request.top_p,
+            "max_tokens": request.max_tokens,
         }
         if request.seed is not None:
             body["seed"] = request.seed
@@ -29,8 +32,10 @@ class OpenAIProvider:
         data = None
         if request.messages_json is not None:  # splice the prompt's JSON, rendered once per prompt
             tail = {k: v for k, v in body.items() if k not in ("model", "messages")}
-            data = (f'{{"model":{json.dumps(request.model)},"messages":{request.messages_json},'
-                    f'{json.dumps(tail, separators=(",", ":"))[1:]}').encode()
+            data = (
+                f'{{"model":{json.dumps(request.model)},"messages":{request.messages_json},'
+                f"{json.dumps(tail, separators=(',', ':'))[1:]}"
+            ).encode()
         return HttpCall(f"{base_url}/chat/completions", headers, body, data)
 
     def reply(self, body: Any) -> Reply:
@@ -43,8 +48,16 @@ class OpenAIProvider:
         text = message.get("content") if isinstance(message, dict) else None
         if text is None and isinstance(message, dict):
             text = message.get("refusal")
-        return text_reply(self.name, body, [text], "a string choices[0].message.content", choice.get("finish_reason"),
-                          "usage", "prompt_tokens", "completion_tokens")
+        return text_reply(
+            self.name,
+            body,
+            [text],
+            "a string choices[0].message.content",
+            choice.get("finish_reason"),
+            "usage",
+            "prompt_tokens",
+            "completion_tokens",
+        )
 
 
 PROVIDER = OpenAIProvider()
