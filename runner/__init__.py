@@ -28,45 +28,7 @@ try:
 except importlib.metadata.PackageNotFoundError:  # running from a checkout that was never built
     __version__ = "0+unknown"
 
-# Public name → the module that defines it.
-_EXPORTS = {
-    **dict.fromkeys(
-        (
-            "analyze_run",
-            "analyze_run_async",
-            "load_spec",
-            "parse_spec",
-            "plan_sweep",
-            "read_table",
-            "render_report",
-            "render_report_async",
-            "reparse",
-            "run_status",
-            "run_sweep",
-            "run_sweep_async",
-        ),
-        "runner.api",
-    ),
-    "AnalysisOptions": "runner.analyze.run",
-    "Policy": "runner.parse.policy",
-    "RunResult": "runner.sweep.execute",
-    "Spec": "runner.sweep.spec",
-    **dict.fromkeys(
-        (
-            "HofcatError",
-            "InputError",
-            "LLMError",
-            "NotInstalledError",
-            "ProbeError",
-            "RequestError",
-            "RunDirError",
-            "SpecError",
-            "UsageError",
-        ),
-        "runner.errors",
-    ),
-}
-
+# The public names, all defined or imported by ``runner.api`` (whose ``__all__`` is the same list).
 __all__ = [
     "AnalysisOptions",
     "HofcatError",
@@ -96,43 +58,14 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from runner.analyze.run import AnalysisOptions
-    from runner.api import (
-        analyze_run,
-        analyze_run_async,
-        load_spec,
-        parse_spec,
-        plan_sweep,
-        read_table,
-        render_report,
-        render_report_async,
-        reparse,
-        run_status,
-        run_sweep,
-        run_sweep_async,
-    )
-    from runner.errors import (
-        HofcatError,
-        InputError,
-        LLMError,
-        NotInstalledError,
-        ProbeError,
-        RequestError,
-        RunDirError,
-        SpecError,
-        UsageError,
-    )
-    from runner.parse.policy import Policy
-    from runner.sweep.execute import RunResult
-    from runner.sweep.spec import Spec
+    from runner.api import *  # noqa: F403
 
 
 def __getattr__(name: str) -> Any:
     """Import a public name's module on first use (PEP 562)."""
-    module = _EXPORTS.get(name)
-    if module is None:
+    if name not in __all__:
         raise AttributeError(f"module 'runner' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module("runner.api"), name)
     globals()[name] = value
     return value
 

@@ -17,13 +17,40 @@ import polars as pl
 from runner.analyze import run as _analysis
 from runner.analyze.load import load_answers
 from runner.analyze.run import AnalysisOptions
+from runner.errors import (
+    HofcatError,
+    InputError,
+    LLMError,
+    NotInstalledError,
+    ProbeError,
+    RequestError,
+    RunDirError,
+    SpecError,
+    UsageError,
+)
+from runner.parse.policy import Policy
 from runner.parse.stage import reparse
 from runner.report import html as _report
 from runner.sweep import session as _session
 from runner.sweep.accounting import plan_summary, run_status
+from runner.sweep.execute import RunResult
 from runner.sweep.spec import Spec, load_spec, parse_spec
 
+# The same list as ``runner.__all__`` (tests/test_python_api.py keeps them equal).
 __all__ = [
+    "AnalysisOptions",
+    "HofcatError",
+    "InputError",
+    "LLMError",
+    "NotInstalledError",
+    "Policy",
+    "ProbeError",
+    "RequestError",
+    "RunDirError",
+    "RunResult",
+    "Spec",
+    "SpecError",
+    "UsageError",
     "analyze_run",
     "analyze_run_async",
     "load_spec",
@@ -49,7 +76,7 @@ def plan_sweep(spec: Spec | str | Path) -> dict[str, Any]:
 
 def run_sweep(
     spec: Spec | str | Path, out: str | Path, *, retry_failed: bool = False, live: bool | None = False
-) -> _session.RunResult:
+) -> RunResult:
     """Run (or resume) a sweep into run directory ``out``; a ``RunResult`` (stored, failed, interrupted, ...).
 
     Blocks until the sweep ends; in a running event loop use ``await run_sweep_async(...)``.
@@ -59,7 +86,7 @@ def run_sweep(
 
 async def run_sweep_async(
     spec: Spec | str | Path, out: str | Path, *, retry_failed: bool = False, live: bool | None = False
-) -> _session.RunResult:
+) -> RunResult:
     """``run_sweep`` on the caller's event loop (no signal handlers: cancel the task to stop it)."""
     return await _session.run_sweep_async(_spec(spec), out, retry_failed=retry_failed, live=live)
 

@@ -23,8 +23,11 @@ def test_import_is_light_and_every_public_name_resolves() -> None:
     code = f"import runner, sys; print(sorted(m for m in {heavy} if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+    import runner.api
+
+    assert hofcat.__all__ == runner.api.__all__
     for name in hofcat.__all__:
-        assert getattr(hofcat, name) is not None
+        assert getattr(hofcat, name) is getattr(runner.api, name)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         hofcat.nope
 
