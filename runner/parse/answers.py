@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
@@ -19,9 +18,10 @@ from runner.survey.cell import Framing, PromptCell
 
 __all__ = ["CELL_COLUMNS", "CURRENT", "Parser", "answers_table", "prompt_cell"]
 
-# The response columns a parse needs: the cell's factors and the reply.
+# The response columns a parse needs, in this order: the key, the reply, the cell's factors.
 CELL_COLUMNS = (
     "cell_key",
+    "response_text",
     "language",
     "mode",
     "questions",
@@ -31,7 +31,6 @@ CELL_COLUMNS = (
     "gender",
     "option_order",
     "reply_format",
-    "response_text",
 )
 VERSION_KEY = "hofcat.parser_version"  # answers parts carry their parser's version in the schema metadata
 
@@ -61,9 +60,21 @@ def prompt_cell(row: dict[str, Any]) -> PromptCell:
 
 def answers_table(responses: pa.Table, parser: Parser = CURRENT) -> pa.Table:
     """Answers (``AnswerRow`` schema, parser version in the metadata) of every response row, in row order."""
+    columns = responses.select(list(CELL_COLUMNS)).to_pydict()
+    # Few distinct prompts, and many identical short replies to each: build each cell and parse each
+    # (reply, cell) once per table, keyed by the flat factor tuple (cheaper to hash than the cell).
+    cells: dict[tuple[Any, ...], PromptCell] = {}
+    parsed: dict[tuple[str, tuple[Any, ...]], tuple[Answer, ...]] = {}
     rows: list[AnswerRow] = []
-    for row in responses.select(list(CELL_COLUMNS)).to_pylist():
-        key = row["cell_key"]
+    for key, text, *factors in zip(*columns.values(), strict=True):
+        factors[2], factors[7] = tuple(factors[2]), tuple(factors[7])  # questions, option_order
+        factor_key = tuple(factors)
+        answers = parsed.get((text or "", factor_key))
+        if answers is None:
+            prompt = cells.get(factor_key)
+            if prompt is None:
+                prompt = cells[factor_key] = prompt_cell(dict(zip(CELL_COLUMNS[2:], factors, strict=True)))
+            answers = parsed[text or "", factor_key] = parser.parse(text or "", prompt).answers
         rows.extend(
             AnswerRow(
                 cell_key=key,
@@ -74,12 +85,6 @@ def answers_table(responses: pa.Table, parser: Parser = CURRENT) -> pa.Table:
                 displayed=a.displayed,
                 parser_version=parser.version,
             )
-            for a in _parsed(parser, row["response_text"] or "", prompt_cell(row))
+            for a in answers
         )
     return table(rows, AnswerRow, {VERSION_KEY: parser.version})
-
-
-@lru_cache(maxsize=65536)
-def _parsed(parser: Parser, text: str, prompt: PromptCell) -> tuple[Answer, ...]:
-    """The answers in one reply (pure, so identical replies to one prompt are parsed once)."""
-    return parser.parse(text, prompt).answers

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from runner.parse.answers import CELL_COLUMNS, CURRENT, Parser, answers_table
@@ -21,9 +22,11 @@ from runner.rundir.writer import RunWriter, now_iso
 __all__ = ["ReparseResult", "parse_part", "reparse", "update_answers"]
 
 
-def parse_part(writer: RunWriter, n: int, parser: Parser = CURRENT) -> None:
-    """Parse responses part ``n`` of the writer's run and commit it as answers part ``n``."""
-    responses = pq.read_table(writer.layout.part("responses", n), columns=list(CELL_COLUMNS))
+def parse_part(writer: RunWriter, n: int, responses: pa.Table | None = None, parser: Parser = CURRENT) -> None:
+    """Parse responses part ``n`` of the writer's run (read unless the caller has its table; committed parts
+    only) and commit it as answers part ``n``."""
+    if responses is None:
+        responses = pq.read_table(writer.layout.part("responses", n), columns=list(CELL_COLUMNS))
     writer.commit("answers", n, answers_table(responses, parser))
 
 
@@ -31,7 +34,7 @@ def update_answers(writer: RunWriter, parser: Parser = CURRENT) -> int:
     """Parse every responses part that has no answers part yet; the number of parts parsed."""
     missing = [pair.n for pair in part_pairs(writer.layout) if pair.answers is None]
     for n in missing:
-        parse_part(writer, n, parser)
+        parse_part(writer, n, parser=parser)
     return len(missing)
 
 
@@ -57,7 +60,7 @@ def reparse(run_dir: str | Path, parser: Parser = CURRENT) -> ReparseResult:
             if version != parser.version:
                 stale[pair.n] = version
         for n in stale:
-            parse_part(writer, n, parser)
+            parse_part(writer, n, parser=parser)
         total = len(part_pairs(writer.layout))
         if stale and writer.manifest is not None:
             writer.manifest.setdefault("reparses", []).append(

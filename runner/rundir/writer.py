@@ -129,8 +129,8 @@ class RunWriter:
         """Whether the buffer holds a batch (``batch_rows`` outcomes): time to flush."""
         return self.buffered >= self.batch_rows
 
-    def flush(self) -> int | None:
-        """Commit buffered rows as new parts; the number of the responses part committed, if any."""
+    def flush(self) -> tuple[int, pa.Table] | None:
+        """Commit buffered rows as new parts; (number, table) of the responses part committed, if any."""
         if not self.buffered and not self._prompts:
             return None
         n = self._next_part
@@ -143,9 +143,10 @@ class RunWriter:
             self._failed = []
         if not self._rows:
             return None
-        self.commit("responses", n, table(self._rows, ResponseRow))
+        responses = table(self._rows, ResponseRow)
+        self.commit("responses", n, responses)
         self._rows = []
-        return n
+        return n, responses
 
     def commit(self, dataset: str, n: int, data: pa.Table) -> None:
         """Write part ``n`` of ``dataset`` atomically (replacing a committed part of that number, if any)."""

@@ -132,9 +132,9 @@ async def run_sweep_async(
     progress = Progress(stats, stream=stream, live=live, log_every_s=log_every_s)
 
     def commit() -> None:
-        n = writer.flush()
-        if n is not None:
-            parse_part(writer, n)
+        committed = writer.flush()  # the responses part just written, handed on without reading it back
+        if committed is not None:
+            parse_part(writer, *committed)
 
     executor = Executor(
         writer,
