@@ -16,7 +16,7 @@ from runner.parse import PARSER_VERSION, Answer, ParseResult, parse_reply
 from runner.rundir.schema import AnswerRow, table
 from runner.survey.cell import Framing, PromptCell
 
-__all__ = ["CELL_COLUMNS", "CURRENT", "Parser", "answers_table", "prompt_cell"]
+__all__ = ["CELL_COLUMNS", "CURRENT", "Parser", "answers_table"]
 
 # The response columns a parse needs, in this order: the key, the reply, the cell's factors.
 CELL_COLUMNS = (
@@ -46,15 +46,16 @@ class Parser:
 CURRENT = Parser(PARSER_VERSION, parse_reply)
 
 
-def prompt_cell(row: dict[str, Any]) -> PromptCell:
-    """The ``PromptCell`` a stored response row answered (from its factor columns)."""
+def _prompt_cell(factors: tuple[Any, ...]) -> PromptCell:
+    """The ``PromptCell`` of a stored row's factor values (``CELL_COLUMNS[2:]`` order, lists as tuples)."""
+    language, mode, questions, framing, country, age, gender, option_order, reply_format = factors
     return PromptCell(
-        language=row["language"],
-        mode=row["mode"],
-        questions=tuple(row["questions"]),
-        framing=Framing(row["framing"], row["country"], row["age"], row["gender"]),
-        option_order=tuple(row["option_order"]),
-        reply_format=row["reply_format"],
+        language=language,
+        mode=mode,
+        questions=questions,
+        framing=Framing(framing, country, age, gender),
+        option_order=option_order,
+        reply_format=reply_format,
     )
 
 
@@ -68,13 +69,13 @@ def answers_table(responses: pa.Table, parser: Parser = CURRENT) -> pa.Table:
     rows: list[AnswerRow] = []
     for key, text, *factors in zip(*columns.values(), strict=True):
         factors[2], factors[7] = tuple(factors[2]), tuple(factors[7])  # questions, option_order
-        factor_key = tuple(factors)
-        answers = parsed.get((text or "", factor_key))
+        factor_key, text = tuple(factors), text or ""
+        answers = parsed.get((text, factor_key))
         if answers is None:
             prompt = cells.get(factor_key)
             if prompt is None:
-                prompt = cells[factor_key] = prompt_cell(dict(zip(CELL_COLUMNS[2:], factors, strict=True)))
-            answers = parsed[text or "", factor_key] = parser.parse(text or "", prompt).answers
+                prompt = cells[factor_key] = _prompt_cell(factor_key)
+            answers = parsed[text, factor_key] = parser.parse(text, prompt).answers
         rows.extend(
             AnswerRow(
                 cell_key=key,

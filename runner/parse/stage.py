@@ -54,14 +54,14 @@ def reparse(run_dir: str | Path, parser: Parser = CURRENT) -> ReparseResult:
     Idempotent: a second call finds every part current and changes nothing, the manifest included.
     """
     with RunWriter.attach(run_dir) as writer:
+        pairs = part_pairs(writer.layout)
         stale: dict[int, str] = {}
-        for pair in part_pairs(writer.layout):
+        for pair in pairs:
             version = "missing" if pair.answers is None else answers_parser_version(pair.answers) or "unknown"
             if version != parser.version:
                 stale[pair.n] = version
         for n in stale:
             parse_part(writer, n, parser=parser)
-        total = len(part_pairs(writer.layout))
         if stale and writer.manifest is not None:
             writer.manifest.setdefault("reparses", []).append(
                 {
@@ -73,4 +73,4 @@ def reparse(run_dir: str | Path, parser: Parser = CURRENT) -> ReparseResult:
             )
             writer.manifest["parser_version"] = parser.version
             writer.write_manifest()
-        return ReparseResult(len(stale), total - len(stale), parser.version, tuple(sorted(set(stale.values()))))
+        return ReparseResult(len(stale), len(pairs) - len(stale), parser.version, tuple(sorted(set(stale.values()))))

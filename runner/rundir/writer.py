@@ -36,7 +36,9 @@ __all__ = ["RunWriter", "now_iso", "versions"]
 class RunWriter:
     """Holds the lock of one run directory; open with ``open_run`` (a sweep) or ``attach``, always ``close``."""
 
-    def __init__(self, layout: RunDir, lock_fd: int, manifest: dict[str, Any] | None, batch_rows: int) -> None:
+    def __init__(
+        self, layout: RunDir, lock_fd: int, manifest: dict[str, Any] | None, batch_rows: int, seen_prompts: set[str]
+    ) -> None:
         self.layout = layout
         self.manifest = manifest
         self.batch_rows = batch_rows
@@ -44,7 +46,7 @@ class RunWriter:
         self._rows: list[ResponseRow] = []
         self._failed: list[ResponseRow] = []
         self._prompts: list[PromptRow] = []
-        self._seen_prompts: set[str] = set(column(layout, "prompts", "prompt_hash"))
+        self._seen_prompts = seen_prompts  # prompt hashes stored or buffered: each prompt is stored once
         self._next_part = 1 + max((n for d in DATASETS for n in layout.parts(d)), default=0)
 
     @property
@@ -74,7 +76,7 @@ class RunWriter:
                 )
             for d in DATASETS:
                 layout.dataset(d).mkdir(exist_ok=True)
-            writer = cls(layout, fd, existing, batch_rows)
+            writer = cls(layout, fd, existing, batch_rows, set(column(layout, "prompts", "prompt_hash")))
             writer._clear_tmp()
             existing.setdefault("sessions", []).append(
                 {"started_at": now_iso(), "pid": os.getpid(), "versions": manifest.get("versions")}
@@ -94,7 +96,7 @@ class RunWriter:
         fd = _lock(layout)
         try:
             manifest = read_manifest(layout.root) if layout.manifest.exists() else None
-            writer = cls(layout, fd, manifest, batch_rows=1)
+            writer = cls(layout, fd, manifest, batch_rows=1, seen_prompts=set())  # adds no rows: no sweep
             writer._clear_tmp()
             return writer
         except BaseException:

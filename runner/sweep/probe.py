@@ -137,8 +137,7 @@ async def probe_determinism(
         request = ChatRequest(model, [dict(m) for m in messages], request_seed, temperature, top_p, max_tokens)
         return provider.call(base, key, request)
 
-    own = transport is None
-    wire = AiohttpTransport(5 * repeats, timeout_s) if transport is None else transport
+    wire = transport or AiohttpTransport(5 * repeats, timeout_s)
     try:
         texts: dict[str, list[str | None]] = {name: [] for name, _, _ in plans}
         for name, temperature, seeds in plans[:3]:  # solo: one request at a time, nothing else in flight
@@ -163,7 +162,7 @@ async def probe_determinism(
             if name in texts:
                 texts[name].append(text)
     finally:
-        if own:
+        if transport is None:  # the probe opened it
             await wire.close()
     conditions = [_condition(name, temperature, seeds, texts[name]) for name, temperature, seeds in plans]
     if all(c.errors == c.requests for c in conditions):

@@ -11,7 +11,6 @@ request headers (where API keys live).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -71,8 +70,6 @@ class AiohttpTransport:
             raise TransportError("timed out waiting for the response") from None
         except aiohttp.ClientError as exc:  # refused, reset, bad HTTP framing, payload errors
             raise TransportError(f"{type(exc).__name__}: {exc}") from None
-        except asyncio.CancelledError:
-            raise
 
     async def close(self) -> None:
         """Close the session and its connections."""
