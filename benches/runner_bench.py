@@ -2,6 +2,7 @@
 
     python -m benches.runner_bench throughput [--cells 20000] [--concurrency 64]
     python -m benches.runner_bench memory [--cells 20000 200000]
+    python -m benches.runner_bench resume [--cells 1000000]
 
 throughput: ``hofcat serve-sim`` runs in its own process; the same cells are sent to it, back to back, by
 (1) a minimal plain-aiohttp loop (request bodies prepared before the clock starts; N workers post, read and
@@ -13,6 +14,11 @@ medians are reported, as wall-clock cells/s and as cells per CPU second of the c
 figure on a shared machine). Server and client are pinned to different CPUs.
 
 memory: ``hofcat run`` as a child process that reports its own peak RSS (``ru_maxrss``) at exit.
+
+resume: a run directory whose ``cells`` cells are all stored (rows made from the plan, written by the run
+directory's writer); the seconds ``run_sweep`` and a ``hofcat run`` child take to find nothing left to do
+(no server listens: a resume that sent anything would fail), with the parts of it (reading and verifying the
+stored keys, walking the plan). Every line carries the machine's load average (``load_1m``).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -134,13 +141,63 @@ def throughput(cells: int, concurrency: int, rounds: int = 3) -> dict[str, float
         "plain_cells_per_cpu_s": n / plain_cpu,
         "hofcat_cells_per_cpu_s": n / hofcat_cpu,
         "cpu_ratio": plain_cpu / hofcat_cpu,
+        "load_1m": os.getloadavg()[0],
+    }
+
+
+def resume(cells: int) -> dict[str, float]:
+    """Seconds to resume a run whose ``cells`` cells are all stored, in process and as ``hofcat run``."""
+    from runner.rundir import RunWriter, stored_keys
+    from runner.rundir.schema import AnswerRow, table
+    from runner.sweep.execute import _rendered
+    from runner.sweep.outcome import Outcome, response_row
+    from runner.sweep.plan import count_cells, iter_cells
+    from runner.sweep.providers import Reply
+    from runner.sweep.session import build_manifest, run_sweep
+    from runner.sweep.spec import parse_spec
+
+    with tempfile.TemporaryDirectory(prefix="hofcat-bench-") as tmp:
+        text = spec_text("http://127.0.0.1:9/v1", cells, 8)  # nothing listens there
+        spec, spec_path, out = parse_spec(text), Path(tmp) / "spec.toml", Path(tmp) / "run"
+        spec_path.write_text(text)
+        done = Outcome(Reply("3", "stop", 10, 1), None, 1, 0.01, 200, 0, 0)
+        with RunWriter.open_run(out, build_manifest(spec), batch_rows=50_000) as writer:
+            for i, cell in enumerate(iter_cells(spec), start=1):
+                writer.add(response_row(cell, _rendered(cell.prompt)[2], done))
+                if writer.full or i == count_cells(spec):
+                    part, _ = writer.flush()
+                    writer.commit("answers", part, table([], AnswerRow))  # parsed: the resume parses nothing
+        t0 = time.perf_counter()
+        keys, _ = stored_keys(out)
+        keys_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        planned = sum(1 for _ in iter_cells(spec))
+        plan_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        result = run_sweep(spec, out, live=False, log_every_s=3600)
+        in_process_s = time.perf_counter() - t0
+        assert result.stored == 0 and result.already_stored == planned == len(keys), "the resume was not empty"
+        t0 = time.perf_counter()
+        child = subprocess.run(
+            [sys.executable, "-m", "runner.cli", "run", str(spec_path), "--out", str(out), "--log-every", "3600"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        command_s = time.perf_counter() - t0
+        assert child.returncode == 0 and f"{planned} stored before" in child.stderr, child.stderr
+    return {
+        "cells": planned,
+        "run_sweep_s": in_process_s,
+        "hofcat_run_s": command_s,
+        "stored_keys_s": keys_s,
+        "plan_walk_s": plan_s,
+        "load_1m": os.getloadavg()[0],
     }
 
 
 def _separate_cores(sim: SimProcess) -> None:
     """Pin the server to the last CPU and this client to the others, so neither steals the other's core."""
-    import os
-
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) > 1 and sim.process is not None:
         os.sched_setaffinity(sim.process.pid, {cpus[-1]})
@@ -199,13 +256,16 @@ def _rss_samples(process: subprocess.Popen, every_s: float = 0.5) -> list[float]
 def main(argv: list[str] | None = None) -> int:
     """Run the chosen bench and print one JSON line per measurement."""
     parser = argparse.ArgumentParser(prog="python -m benches.runner_bench")
-    parser.add_argument("what", choices=["throughput", "memory"])
+    parser.add_argument("what", choices=["throughput", "memory", "resume"])
     parser.add_argument("--cells", type=int, nargs="+", default=None)
     parser.add_argument("--concurrency", type=int, default=64)
     args = parser.parse_args(argv)
     if args.what == "throughput":
         for n in args.cells or [20000]:
             print(json.dumps(throughput(n, args.concurrency)), flush=True)
+    elif args.what == "resume":
+        for n in args.cells or [1_000_000]:
+            print(json.dumps(resume(n)), flush=True)
     else:
         for n in args.cells or [20000, 200000]:
             print(json.dumps(memory(n, args.concurrency)), flush=True)

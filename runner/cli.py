@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "runner.commands.probe",
     "runner.commands.analyze",
     "runner.commands.report",
+    "runner.commands.export",
     "runner.commands.demo",
 )
 
@@ -53,7 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hofcat`` console script; returns the process exit status."""
     args = build_parser().parse_args(argv)
     try:
-        return int(args._main(args) or 0)
+        status = int(args._main(args) or 0)
+        sys.stdout.flush()  # a reader that went away fails here, not in the interpreter's exit flush
+        return status
     except HofcatError as exc:
         # a deliberate error already names what was wrong: one line, no traceback (runner/errors.py)
         print(f"hofcat {args.command}: error: {exc}", file=sys.stderr)
@@ -64,6 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (``hofcat ... | head``): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as exc:  # a file the system refused (full disk, read-only, I/O error): it names the file
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"hofcat {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -20,8 +20,10 @@ in parentheses)::
     │       │   ├── RateLimited          HTTP 429
     │       │   ├── ServerError          HTTP 408 or 5xx
     │       │   ├── TransportError       connection refused/reset, timeout
-    │       │   └── UnreadableBody       a 2xx reply that is not the provider's JSON shape
+    │       │   ├── UnreadableBody       a 2xx reply that is not the provider's JSON shape
+    │       │   └── BatchRequestFailed   a request inside a provider batch got no reply (failed, expired, …)
     │       └── FatalRequestError        any other 4xx: retrying cannot help (bad model name, bad key, ...)
+    │           └── OversizeReply        a reply body past the endpoint's max_reply_bytes (not read further)
     ├── SimError                         the simulated endpoint (faults inside a request become HTTP replies)
     │   ├── SimConfigError (ValueError)  a knob has a value outside what is allowed (names the knob and range)
     │   ├── SimDataError                 the instrument or reference data the simulator needs is unusable
@@ -140,8 +142,16 @@ class UnreadableBody(RetryableError):
     """A successful status with a body that is not the provider's JSON reply shape."""
 
 
+class BatchRequestFailed(RetryableError):
+    """A request inside a provider batch that got no reply (failed, expired or cancelled in the batch)."""
+
+
 class FatalRequestError(RequestError):
     """A 4xx other than 408 and 429: the request itself is wrong and retrying cannot help."""
+
+
+class OversizeReply(FatalRequestError):
+    """A reply whose decoded body exceeds the endpoint's ``max_reply_bytes``: reading stopped at the cap."""
 
 
 # --- simulated endpoint ----------------------------------------------------------------------------------

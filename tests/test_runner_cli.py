@@ -37,8 +37,12 @@ def test_plan_counts_tokens_and_cost(tmp_path: Path, capsys) -> None:
     plan = json.loads(capsys.readouterr().out)
     e = plan["endpoints"]["sim"]
     assert plan["cells"] == e["cells"] == 2 * 6 * 2 * 2 and e["output_tokens_max"] == 48 * 5
-    assert plan["cost_max"] == pytest.approx((e["input_tokens_estimate"] * 2.0 + 240 * 10.0) / 1000)
+    # the cost is a bound: the input-token bound (UTF-8 bytes + template tokens) at the input price
+    assert plan["cost_max"] == pytest.approx((e["input_tokens_max"] * 2.0 + 240 * 10.0) / 1000)
     assert 48 * 20 < e["input_tokens_estimate"] < 48 * 400  # a VSM item prompt is tens to hundreds of tokens
+    assert e["input_tokens_estimate"] < e["input_tokens_max"] < 6 * e["input_tokens_estimate"]
+    assert e["cost_max_batch"] == pytest.approx(e["cost_max_online"] / 2)
+    assert e["price_per_million"]["batch"] == {"input": 1000.0, "output": 5000.0}
     assert main(["plan", str(spec)]) == 0
     text = capsys.readouterr().out
     assert "48 cells" in text and "1 endpoints × 1 languages × 2 framings × 6 questions" in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 
 import pytest
@@ -29,16 +30,42 @@ NOW = 1445412470.0  # 2015-10-21 07:27:50 UTC
         ({"Retry-After": "Wed, 21 Oct 2015 07:27:00 GMT"}, 0.0),  # a date in the past: no wait
         ({"retry-after-ms": "250"}, 0.25),
         ({"retry-after-ms": "250", "Retry-After": "9"}, 0.25),  # the precise header wins
-        ({"x-ratelimit-reset-requests": "6m0s", "x-ratelimit-reset-tokens": "20ms"}, 360.0),
-        ({"x-ratelimit-reset-tokens": "1h2m3.5s"}, 3723.5),
-        ({"x-ratelimit-reset-requests": "2"}, 2.0),
-        ({"anthropic-ratelimit-requests-reset": "2015-10-21T07:28:05Z"}, 15.0),
-        ({"x-ratelimit-reset-requests": "soon"}, None),
+        # Reset headers say when a window fully resets (sent on every reply): never a wait.
+        ({"x-ratelimit-reset-requests": "6m0s", "x-ratelimit-reset-tokens": "20ms"}, None),
+        ({"x-ratelimit-reset-tokens": "1h2m3.5s"}, None),
+        ({"anthropic-ratelimit-requests-reset": "2015-10-21T07:28:05Z"}, None),
+        ({"Retry-After": "2", "x-ratelimit-reset-requests": "6m0s"}, 2.0),
+        # Unparseable, negative or NaN: no server wait (the policy's backoff applies), never an exception.
+        ({"Retry-After": "soon-ish"}, None),
+        ({"Retry-After": "Wed, 31 Feb 2015 07:28:00 GMT"}, None),
+        ({"Retry-After": "Wed, 21 Oct 99999 07:28:00 GMT"}, None),
+        ({"Retry-After": "-5"}, None),
+        ({"Retry-After": "nan"}, None),
+        ({"Retry-After": ""}, None),
+        ({"retry-after-ms": "soon"}, None),
+        ({"retry-after-ms": "-1"}, None),
+        # Huge and infinite asks are kept as asked: the policy caps them (below).
+        ({"Retry-After": "86400"}, 86400.0),
+        ({"Retry-After": "inf"}, float("inf")),
+        ({"retry-after-ms": "1e400"}, float("inf")),
         ({"Content-Type": "application/json"}, None),
     ],
 )
 def test_retry_after_headers(headers: dict[str, str], expected: float | None) -> None:
-    assert retry_after_s(headers, now=NOW) == (None if expected is None else pytest.approx(expected))
+    got = retry_after_s(headers, now=NOW)
+    if expected is None or math.isinf(expected):
+        assert got == expected
+    else:
+        assert got == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("asked", [86400.0, float("inf"), 1e300])
+def test_huge_server_waits_are_capped_at_max_retry_wait_s(asked: float) -> None:
+    policy = RetryPolicy(max_retries=3, max_retry_wait_s=300.0)
+    assert backoff_s(1, policy, asked, random.Random(1)) == 300.0
+    assert backoff_s(60, policy, None, random.Random(1)) <= policy.max_wait_s  # no overflow deep into retries
+    result, attempts, waits, _ = _run([ServerError("503", retry_after_s=asked), "3"], policy)
+    assert (result, attempts, waits) == ("3", 2, [300.0])
 
 
 def test_only_transient_failures_are_retried() -> None:

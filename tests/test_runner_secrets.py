@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 
 from _runner_support import spec_text
@@ -92,3 +94,117 @@ def test_missing_key_variable_is_a_spec_error_naming_the_variable(tmp_path: Path
     )
     assert done.returncode == 2
     assert "api_key_env = 'HOFCAT_UNSET_VARIABLE_X'" in done.stderr and not (tmp_path / "run").exists()
+
+
+# A 36-character key, as OpenAI's project keys look: long enough that a 300-character cut used to keep 21-30
+# of its characters, and a server may echo any piece of it.
+LONG_KEY = "sk-proj-7Hq2Lw9Zt4Xb8Nc3Vm6Rk1Jp5Yd0Ue"
+
+
+def _run_with(spec: Path, out: Path, key: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HOFCAT_PLANTED_KEY": key}
+    return subprocess.run(
+        [sys.executable, "-m", "runner.cli", "run", str(spec), "--out", str(out), "--log-every", "0.2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def _assert_no_piece_of(key: str, out: Path, *logs: str) -> None:
+    """Neither ``key`` nor any 8-character run of it in any file under ``out`` nor in ``logs``."""
+    pieces = {key[i : i + 8] for i in range(len(key) - 7)}
+    texts = [p.read_bytes().decode("utf-8", "replace") for p in out.rglob("*") if p.is_file()] + list(logs)
+    assert texts
+    for text in texts:
+        found = [piece for piece in pieces if piece in text]
+        assert not found, found
+
+
+class PieceEchoingServer(ShapeServer):
+    """Fails each request (400, or 500 then 400) with a body that quotes pieces of the key it got."""
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        self.requests.append({"path": request.path})
+        key = request.headers.get("x-api-key", "")
+        n = len(self.requests)
+        bodies = [
+            "x" * 280 + f" your key {key} is invalid",  # the key straddles the 300-character cut
+            f"key ending ...{key[-16:]} rejected; prefix {key[:12]} unknown",  # a split, truncated echo
+            json.dumps({"error": {"message": f"bad key {key[3:30]}", "type": "authentication_error"}}),
+        ]
+        return web.Response(status=500 if n % 4 == 0 else 400, text=bodies[n % 3], content_type="application/json")
+
+
+def test_no_8_character_piece_of_a_key_survives_an_echo(tmp_path: Path) -> None:
+    with PieceEchoingServer("anthropic") as server:
+        spec = tmp_path / "spec.toml"
+        spec.write_text(
+            spec_text(
+                server.base_url,
+                endpoint={"provider": "anthropic", "api_key_env": "HOFCAT_PLANTED_KEY", "max_retries": 1},
+                design={"personas": ["China"], "questions": [1, 2, 3, 4, 5, 6], "temperature": [0.0]},
+            )
+        )
+        done = _run_with(spec, tmp_path / "run", LONG_KEY)
+    assert done.returncode in (3, 4) and "Traceback" not in done.stderr, done.stderr
+    failures = read_dataset(tmp_path / "run", "failures").to_pylist()
+    assert failures and all("<redacted>" in f["error_message"] for f in failures)
+    _assert_no_piece_of(LONG_KEY, tmp_path / "run", done.stdout, done.stderr)
+
+
+class RedirectingServer(ShapeServer):
+    """Answers requests under /v1 with a 307 to ``target`` + the same path under /v2; others in its shape."""
+
+    target = ""
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        if request.path.startswith("/v1/"):
+            self.requests.append({"path": request.path, "headers": dict(request.headers), "body": None})
+            location = self.target + "/v2/" + request.path[len("/v1/") :]
+            return web.Response(status=307, headers={"Location": location})
+        return await super()._handle(request)
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "gemini", "openai"])
+def test_a_redirect_to_another_origin_never_carries_the_key(provider: str, tmp_path: Path) -> None:
+    design = {"personas": ["China"], "questions": [1, 2], "seeds": [1], "temperature": [0.0]}
+    endpoint = {"provider": provider, "api_key_env": "HOFCAT_PLANTED_KEY", "max_concurrency": 1}
+    with ShapeServer(provider) as elsewhere, RedirectingServer(provider) as server:
+        server.target = elsewhere.base_url.removesuffix("/v1")  # same host, another port: another origin
+        spec = tmp_path / "spec.toml"
+        spec.write_text(spec_text(server.base_url, endpoint=endpoint, design=design))
+        done = _run_with(spec, tmp_path / "run", LONG_KEY)
+        server.target = ""  # a relative Location: the same origin, followed with the same POST
+        same = tmp_path / "same.toml"
+        same.write_text(spec_text(server.base_url, endpoint=endpoint, design=design))
+        again = _run_with(same, tmp_path / "same", LONG_KEY)
+    assert elsewhere.requests == []  # nothing, let alone the key, reached the other origin
+    assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
+    failures = read_dataset(tmp_path / "run", "failures").to_pylist()
+    assert [f["error_class"] for f in failures] == ["FatalRequestError"] * 2
+    assert all("redirect to another origin" in f["error_message"] and f["attempts"] == 1 for f in failures)
+    assert again.returncode == 0, again.stderr
+    followed = [r for r in server.requests if r["path"].startswith("/v2/")]
+    assert len(followed) >= 2 and all(r["body"]["messages" if provider != "gemini" else "contents"] for r in followed)
+    _assert_no_piece_of(LONG_KEY, tmp_path / "run", done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    [
+        f"http://127.0.0.1:9/v1?key={LONG_KEY}",
+        f"http://me:{LONG_KEY}@127.0.0.1:9/v1",
+        f"http://127.0.0.1:9/v1#{LONG_KEY}",
+    ],
+)
+def test_a_key_written_into_base_url_is_refused_without_echoing_it(base_url: str, tmp_path: Path) -> None:
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(base_url))
+    done = _run_with(spec, tmp_path / "run", LONG_KEY)
+    assert done.returncode == 2 and not (tmp_path / "run").exists()
+    (line,) = done.stderr.strip().splitlines()
+    assert "base_url = 'http://127.0.0.1:9/v1<hidden>': must be a URL without user:password@" in line, line
+    pieces = {LONG_KEY[i : i + 8] for i in range(len(LONG_KEY) - 7)}
+    assert not [p for p in pieces if p in done.stderr + done.stdout]

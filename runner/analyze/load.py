@@ -14,8 +14,8 @@ from pathlib import Path
 
 import polars as pl
 
-from runner.errors import InputError
-from runner.rundir import RunDir, part_pairs
+from runner.errors import InputError, RunDirError
+from runner.rundir import RunDir, part_columns, part_pairs, read_part
 from runner.survey.reference import REFERENCE_DIR
 
 __all__ = ["language_countries", "load_answers"]
@@ -36,6 +36,8 @@ RESPONSE_FACTORS = (
     "top_p",
     "max_tokens",
     "constraint",
+    "measurement",
+    "option_labels",
     "option_order",
     "shuffle_seed",
 )
@@ -58,7 +60,15 @@ def load_answers(run_dir: str | Path, *, keep_keys: bool = False) -> pl.LazyFram
     ``keep_keys`` keeps ``cell_key`` (the analysis drops it: it needs only the factors).
     """
     root = Path(run_dir)
-    pairs = [(p.answers, p.responses) for p in part_pairs(root) if p.answers is not None]
+    found = part_pairs(root)
+    unparsed = [p.responses for p in found if p.answers is None]
+    if unparsed:  # dropping them would silently lose those cells from the analysis
+        where = f"{unparsed[0].parent.name}/{unparsed[0].name}"
+        more = f" (and {len(unparsed) - 1} more)" if len(unparsed) > 1 else ""
+        raise RunDirError(
+            f"part {where}{more} has no answers part; run `hofcat reparse {root}` (`hofcat analyze` does it itself)"
+        )
+    pairs = [(p.answers, p.responses) for p in found if p.answers is not None]
     if pairs:
         return _joined_by_part(pairs, keep_keys)
     answers = RunDir(root).dataset("answers")
@@ -74,24 +84,28 @@ def _joined_by_part(pairs: list[tuple[Path, Path]], keep_keys: bool) -> pl.LazyF
     """Join answers/part-N with responses/part-N one part at a time, keeping only the slim result.
 
     The parse stage writes answers part N from responses part N, so the join never needs more than one part
-    in memory; the result holds a few numbers and short labels per answer (no reply text).
+    in memory; the result holds a few numbers and short labels per answer (no reply text). Both parts are read
+    through the run directory's reader, which verifies them (``RunDirError`` naming a corrupt one).
     """
     slim = []
     for answer_path, response_path in pairs:
-        cells = pl.scan_parquet(response_path)
-        have = cells.collect_schema().names()
-        cells = cells.select([c for c in ("cell_key", *RESPONSE_FACTORS) if c in have])
-        part = (
-            pl.scan_parquet(answer_path)
-            .select("cell_key", "question", "option_id", "status")
-            .join(cells, on="cell_key", how="left")
-        )
+        have = part_columns(response_path)
+        cells = pl.from_arrow(
+            read_part(response_path, [c for c in ("cell_key", *RESPONSE_FACTORS) if c in have], "cell_key")
+        ).lazy()
+        probs = [c for c in ("option_probs", "option_mass") if c in part_columns(answer_path)]  # distribution
+        answers = read_part(answer_path, ["cell_key", "question", "option_id", "status", *probs], "cell_key")
+        part = pl.from_arrow(answers).lazy().join(cells, on="cell_key", how="left")
         part = _derive(part)
         slim.append((part if keep_keys else part.drop("cell_key")).collect())
     # diagonal: parts written before the constraint column existed get it as null, which means "none"
     joined = pl.concat(slim, how="diagonal_relaxed")
     if "constraint" in joined.columns:
         joined = joined.with_columns(pl.col("constraint").fill_null("none"))
+    if "measurement" in joined.columns:  # parts from before the distribution measurement sampled
+        joined = joined.with_columns(pl.col("measurement").fill_null("sample"))
+    if "option_labels" in joined.columns:  # parts from before the labels factor showed digits
+        joined = joined.with_columns(pl.col("option_labels").fill_null("digits"))
     return joined.lazy()
 
 
@@ -102,6 +116,15 @@ def _derive(lazy: pl.LazyFrame) -> pl.LazyFrame:
     order is sometimes the canonical one and would split a shuffled condition in two.
     """
     names = lazy.collect_schema().names()
+    if "option_order" in names:  # kept compactly for the baselines' position respondent (runner/analyze/baselines)
+        from runner.analyze.baselines import order_code_expr
+
+        lazy = lazy.with_columns(order_code_expr())
+    if "shuffle_seed" in names and "option_order" in names:  # design.option_order = "reversed": fixed 5…1
+        backwards = pl.lit([5, 4, 3, 2, 1], dtype=pl.List(pl.Int64))
+        lazy = lazy.with_columns(
+            reversed=pl.col("shuffle_seed").is_null() & (pl.col("option_order").cast(pl.List(pl.Int64)) == backwards)
+        )
     if "shuffle_seed" in names:
         lazy = lazy.with_columns(shuffled=pl.col("shuffle_seed").is_not_null()).drop(
             [c for c in ("shuffle_seed", "option_order") if c in names]

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from runner.sweep.plan import Selection
+    from runner.sweep.spec import Spec
 
 NAME = "run"
 HELP = "Run the sweep a spec describes into RUN_DIR; the same command again resumes it."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """SPEC, --out, --retry-failed, --log-every."""
+    """SPEC, --out, --retry-failed, --log-every, --limit, --endpoint."""
     parser.add_argument("spec", metavar="SPEC", help="the sweep spec (TOML)")
     parser.add_argument("--out", metavar="RUN_DIR", required=True, help="run directory (created, or resumed)")
     parser.add_argument(
@@ -22,28 +27,72 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=60.0,
         help="seconds between progress lines when stderr is not a terminal (default 60)",
     )
+    from runner.commands.plan import positive_int
+
+    parser.add_argument(
+        "--limit",
+        metavar="N",
+        type=positive_int,
+        help="pilot: send only the first N cells of the plan, dealt round-robin by endpoint; the same command "
+        "without --limit resumes the rest",
+    )
+    parser.add_argument(
+        "--wait",
+        choices=("true", "false"),
+        default="true",
+        help="batch endpoints (execution = batch): wait for their batches (default), or submit them and return; "
+        "the same command later collects them",
+    )
+    parser.add_argument(
+        "--endpoint",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="send only this endpoint's cells (repeat for several); the others stay for a later run",
+    )
 
 
 # Exit status when the sweep finished but some cells failed for good: scripts must not mistake it for a
 # clean run, and it is distinct from a bad spec (2) and an interruption (130).
 EXIT_CELLS_FAILED = 3
+# An endpoint was stopped after consecutive 401/403/404 replies (bad key, unknown model): its cells were not
+# sent; fix the endpoint and run the same command again.
+EXIT_ENDPOINT_STOPPED = 4
 
 
 def main(args: argparse.Namespace) -> int:
     """Exit 0 when every cell was stored, 3 when the sweep finished with failed cells (retry them with
-    --retry-failed), 130 when interrupted (resumable), 2 on a bad spec or RUN_DIR."""
+    --retry-failed), 4 when an endpoint was stopped after fatal client errors (its cells remain), 130 when
+    interrupted (resumable), 2 on a bad spec or RUN_DIR."""
     import gc
     import sys
 
+    from runner.sweep.plan import select
     from runner.sweep.session import run_sweep
     from runner.sweep.spec import load_spec
 
     spec = load_spec(args.spec)
+    selection = select(spec, endpoints=args.endpoint, limit=args.limit)
+    warn_if_long(spec, selection, sys.stderr)
     # Everything imported so far lives as long as the process: keep it out of the cyclic collector's
     # full passes, which otherwise rescan it while the sweep allocates (~20 µs per cell measured).
     gc.collect()
     gc.freeze()
-    result = run_sweep(spec, args.out, retry_failed=args.retry_failed, log_every_s=args.log_every)
+    result = run_sweep(
+        spec,
+        args.out,
+        retry_failed=args.retry_failed,
+        log_every_s=args.log_every,
+        selection=selection,
+        wait=args.wait == "true",
+    )
+    if result.pending_batches and not result.interrupted:
+        print(
+            f"hofcat run: {result.pending_batches} batch(es) submitted and still at the provider; run the same "
+            f"command again to collect them ({args.out})",
+            file=sys.stderr,
+        )
+        return 0
     if result.interrupted:
         print(f"hofcat run: interrupted; run the same command again to resume ({args.out})", file=sys.stderr)
         return 130
@@ -52,6 +101,16 @@ def main(args: argparse.Namespace) -> int:
         f"→ {args.out}",
         file=sys.stderr,
     )
+    if selection.cells < selection.planned:
+        print(
+            f"hofcat run: pilot: {selection.cells} of the plan's {selection.planned} cells selected "
+            f"(--limit/--endpoint); the same command without them sends the rest",
+            file=sys.stderr,
+        )
+    for message in result.stopped_endpoints.values():
+        print(f"hofcat run: {message}; fix it and run the same command again", file=sys.stderr)
+    if result.stopped_endpoints:
+        return EXIT_ENDPOINT_STOPPED
     # Earlier sessions' failures count too: a resume that skipped them has not fixed them.
     failed = result.failed + result.failed_before
     if failed:
@@ -62,3 +121,33 @@ def main(args: argparse.Namespace) -> int:
         )
         return EXIT_CELLS_FAILED
     return 0
+
+
+WARN_AFTER_S = 86400.0  # a sweep that cannot finish within a day is announced before it starts
+
+
+def warn_if_long(spec: Spec, selection: Selection, stream: TextIO) -> float:
+    """Print a warning to ``stream`` when the selected cells take more than a day at the endpoints' limits.
+
+    Each endpoint's least time comes from ``runner.sweep.plan.eta_s`` (its requests and tokens per minute,
+    or its concurrency at an assumed reply time); endpoints run in parallel, so the sweep takes the longest.
+    Counts the whole selection: cells stored by an earlier session are skipped, so a resume finishes sooner.
+    Returns that estimate (seconds).
+    """
+    from runner.sweep.plan import PlanEstimate, estimate, eta_s, format_duration
+
+    longest, why = 0.0, ""
+    for endpoint in selection.endpoints:
+        full = estimate(spec, endpoint)
+        n = selection.quota(endpoint)
+        est = PlanEstimate(n, full.input_tokens * n // full.cells, full.output_tokens * n // full.cells)
+        seconds, basis = eta_s(endpoint, est)
+        if seconds > longest:
+            longest, why = seconds, f"endpoint {endpoint.name!r}: {n} cells at {basis}"
+    if longest > WARN_AFTER_S:
+        print(
+            f"hofcat run: warning: this sweep needs at least {format_duration(longest)} ({why}); "
+            "try a pilot with --limit N, or a smaller design (`hofcat plan` shows the counts)",
+            file=stream,
+        )
+    return longest

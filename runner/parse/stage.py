@@ -13,21 +13,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from runner.parse.answers import CELL_COLUMNS, CURRENT, Parser, answers_table
-from runner.rundir.reader import answers_parser_version, part_pairs
+from runner.parse.distribution import DISTRIBUTION_COLUMNS, with_distributions
+from runner.parse.option_labels import with_letters
+from runner.rundir.reader import answers_parser_version, part_columns, part_pairs, read_part
 from runner.rundir.writer import RunWriter, now_iso
 
 __all__ = ["ReparseResult", "parse_part", "reparse", "update_answers"]
 
 
-def parse_part(writer: RunWriter, n: int, responses: pa.Table | None = None, parser: Parser = CURRENT) -> None:
-    """Parse responses part ``n`` of the writer's run (read unless the caller has its table; committed parts
-    only) and commit it as answers part ``n``."""
+def parse_part(writer: RunWriter, n: str, responses: pa.Table | None = None, parser: Parser = CURRENT) -> None:
+    """Parse responses part ``n`` (a part ID) of the writer's run (read and verified unless the caller has its
+    table; committed parts only) and commit it as answers part ``n`` (replacing it: never a second copy)."""
     if responses is None:
-        responses = pq.read_table(writer.layout.part("responses", n), columns=list(CELL_COLUMNS))
-    writer.commit("answers", n, answers_table(responses, parser))
+        path = writer.layout.part("responses", n)
+        have = part_columns(path)  # parts stored before the distribution measurement lack its columns
+        extra = [c for c in DISTRIBUTION_COLUMNS if c in have]
+        responses = read_part(path, [*CELL_COLUMNS, *extra], "cell_key")
+    answers = with_letters(answers_table(responses, parser), responses)  # letter-labelled prompts
+    writer.commit("answers", n, with_distributions(answers, responses))
 
 
 def update_answers(writer: RunWriter, parser: Parser = CURRENT) -> int:

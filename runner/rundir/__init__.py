@@ -9,11 +9,14 @@ from runner.rundir.reader import (
     PartPair,
     answers_parser_version,
     column,
+    part_columns,
     part_pairs,
     read_dataset,
     read_manifest,
     read_output_json,
     read_output_table,
+    read_part,
+    stored_key_columns,
     stored_keys,
 )
 from runner.rundir.schema import (
@@ -26,7 +29,7 @@ from runner.rundir.schema import (
     schema_of,
     table,
 )
-from runner.rundir.writer import RunWriter, versions
+from runner.rundir.writer import Batch, Committed, RunWriter, store_error, versions
 
 __all__ = [
     "ANSWER_SCHEMA",
@@ -35,6 +38,8 @@ __all__ = [
     "PROMPT_SCHEMA",
     "RESPONSE_SCHEMA",
     "AnswerRow",
+    "Batch",
+    "Committed",
     "PartPair",
     "PromptRow",
     "ResponseRow",
@@ -42,12 +47,16 @@ __all__ = [
     "RunWriter",
     "answers_parser_version",
     "column",
+    "part_columns",
     "part_pairs",
     "read_dataset",
     "read_manifest",
     "read_output_json",
     "read_output_table",
+    "read_part",
     "schema_of",
+    "store_error",
+    "stored_key_columns",
     "stored_keys",
     "table",
     "versions",

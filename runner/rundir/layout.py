@@ -1,14 +1,19 @@
 """Where things are in a run directory: datasets, their numbered parts, the manifest, outputs, temp files.
 
 RUN_DIR/manifest.json             spec, spec hash, versions, parser version, policies, seeds, sessions
-RUN_DIR/responses/part-N.parquet  one row per answered cell (cell_key unique across the dataset)
-RUN_DIR/failures/part-N.parquet   one row per cell that exhausted its retries (a log: a cell retried with
-                                  --retry-failed that fails again appears again)
-RUN_DIR/prompts/part-N.parquet    prompt_hash → the exact messages sent (each prompt once)
-RUN_DIR/answers/part-N.parquet    the parse stage's reading of responses/part-N (same N)
+RUN_DIR/responses/part-ID.parquet  one row per answered cell (cell_key unique across the dataset)
+RUN_DIR/failures/part-ID.parquet   one row per cell that exhausted its retries (a log: a cell retried with
+                                   --retry-failed that fails again appears again)
+RUN_DIR/prompts/part-ID.parquet    prompt_hash → the exact messages sent (each prompt once)
+RUN_DIR/answers/part-ID.parquet    the parse stage's reading of responses/part-ID (same ID)
 RUN_DIR/analysis/, RUN_DIR/report/  outputs of ``hofcat analyze`` and ``hofcat report``
-RUN_DIR/.tmp/                     files being written (never read; cleared when a writer opens)
-RUN_DIR/.lock                     held by the one process writing the directory
+RUN_DIR/.tmp/                      files being written (never read; cleared when a writer opens)
+RUN_DIR/.lock                      held by the one process writing the directory (records its pid and host)
+
+A part ID is ``N-TOKEN``: N a part number with no width limit (zero-padded to six digits, more when it
+grows; parts sort numerically), TOKEN eight hex digits unique to the writer session that made it, so two
+writers can never overwrite each other's parts even when one ignored the other's lock. Parts written before
+tokens existed are named ``part-N.parquet`` and still read.
 """
 
 from __future__ import annotations
@@ -18,11 +23,21 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DATASETS", "FORMAT", "RunDir"]
+__all__ = ["DATASETS", "FORMAT", "RunDir", "part_id", "part_number"]
 
 FORMAT = "hofcat-run/1"
 DATASETS = ("responses", "failures", "prompts", "answers")
-_PART = re.compile(r"^part-(\d{6})\.parquet$")
+_PART = re.compile(r"^part-(\d+)(-[0-9a-f]{8})?\.parquet$")
+
+
+def part_id(n: int, token: str) -> str:
+    """The ID of part number ``n`` written by the session with ``token`` (eight hex digits)."""
+    return f"{n:06d}-{token}"
+
+
+def part_number(part: str) -> int:
+    """The number of a part ID (``"000012-1a2b3c4d"`` → 12)."""
+    return int(part.split("-", 1)[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,16 +65,18 @@ class RunDir:
         """The folder of dataset ``name`` (one of ``DATASETS``)."""
         return self.root / name
 
-    def part(self, dataset: str, n: int) -> Path:
-        """The committed part ``n`` of ``dataset``."""
-        return self.root / dataset / f"part-{n:06d}.parquet"
+    def part(self, dataset: str, part: str | int) -> Path:
+        """The committed part ``part`` (an ID from ``parts``; an int names a part of the old ``part-N`` form)."""
+        name = f"{part:06d}" if isinstance(part, int) else part
+        return self.root / dataset / f"part-{name}.parquet"
 
-    def parts(self, dataset: str) -> list[int]:
-        """Numbers of the committed parts of ``dataset``, ascending (empty when the folder is missing)."""
+    def parts(self, dataset: str) -> list[str]:
+        """IDs of the committed parts of ``dataset``, in numeric part order (empty when the folder is missing)."""
         folder = self.dataset(dataset)
         if not folder.is_dir():
             return []
-        return sorted(int(m.group(1)) for f in os.listdir(folder) if (m := _PART.match(f)))
+        found = [(int(m.group(1)), f[5:-8]) for f in os.listdir(folder) if (m := _PART.match(f))]
+        return [part for _, part in sorted(found)]
 
     def output(self, name: str) -> Path:
         """The folder of an output stage (``analysis``, ``report``)."""

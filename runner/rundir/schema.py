@@ -34,6 +34,15 @@ def _col(arrow_type: pa.DataType) -> Any:
     return field(metadata={"arrow": arrow_type})
 
 
+def _optional(arrow_type: pa.DataType, default: Any = None) -> Any:
+    """A column added after runs were stored: rows that do not set it store ``default``; old parts read null."""
+    return field(default=default, metadata={"arrow": arrow_type})
+
+
+# The distribution measurement's raw material: the first reply token's top-k alternatives, most likely first.
+TOP_LOGPROBS_TYPE = pa.list_(pa.struct([("token", pa.string()), ("logprob", pa.float64())]))
+
+
 @dataclass(slots=True, kw_only=True)
 class ResponseRow:
     """One cell's outcome: its design factors, the request, the reply (or the error), timings.
@@ -74,6 +83,20 @@ class ResponseRow:
     error_message: str | None = _col(pa.string())
     started_at: int = _col(_TS)  # µs since the Unix epoch
     finished_at: int = _col(_TS)
+    measurement: str = _optional(pa.string(), "sample")  # sample | distribution (null in older parts: sample)
+    draw: int | None = _optional(pa.int16())  # K-sample fallback of a distribution cell: which reply (0-based)
+    top_logprobs: tuple[tuple[str, float], ...] | None = _optional(TOP_LOGPROBS_TYPE)  # (token, logprob) pairs
+    option_labels: str = _optional(pa.string(), "digits")  # digits | letters | words (null in older parts: digits)
+    # what the reply boundary changed or dropped ("; "-joined, e.g. an int finish_reason nulled); null: nothing
+    reply_warnings: str | None = _optional(pa.string())
+    batch_id: str | None = _optional(pa.string())  # the provider batch that answered (execution = "batch")
+    served_model: str | None = _optional(pa.string())  # the model the server says answered (its snapshot)
+    system_fingerprint: str | None = _optional(pa.string())  # OpenAI's backend configuration fingerprint
+    session: int | None = _optional(pa.int32())  # the sweep session that stored the row (manifest sessions, 1-based)
+    # a reply served from the shared response cache: JSON {run_id, run_name, session, time} of the run that
+    # stored it ([run] cache); null: sent to the endpoint
+    cache_origin: str | None = _optional(pa.string())
+    replica: str | None = _optional(pa.string())  # base URL of the replica that answered (base_urls); null: one server
 
 
 @dataclass(slots=True, kw_only=True)
@@ -87,6 +110,9 @@ class AnswerRow:
     hedged: bool = _col(pa.bool_())
     displayed: int | None = _col(pa.int16())  # position (1-5) the chosen option had in the prompt
     parser_version: str = _col(pa.string())
+    # distribution measurement: P(option 1..5) renormalised over the options, and their mass before that
+    option_probs: tuple[float, ...] | None = _optional(pa.list_(pa.float64()))
+    option_mass: float | None = _optional(pa.float64())
 
 
 @dataclass(slots=True, kw_only=True)

@@ -7,16 +7,30 @@ as stored once its row is in a committed part; a crash loses only the buffered r
 redoes. One process at a time holds ``RUN_DIR/.lock``: a sweep session, the parse stage, the analysis or
 the report. The writer knows nothing of parsing: the parse stage (``runner.parse.stage``) commits answers
 parts through ``commit``.
+
+A flush is two steps so that the slow one can run off the event loop: ``take`` hands the buffered rows over
+as a ``Batch`` (its part ID fixed once), and ``commit_batch`` writes it, from any one thread at a time.
+Committing the same batch again rewrites the same files, so a flush retried after a failed write can never
+store a row twice. A row that cannot be stored (an ill-typed or out-of-range value) never sinks its batch:
+the batch is bisected down to the bad rows, each becomes a failure of class ``store_error`` naming the bad
+columns, and the rest is committed. Every part carries page checksums and a digest of its key column
+(checked by ``runner.rundir.reader.read_part``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import errno
 import fcntl
+import hashlib
 import json
 import os
 import platform
-from collections.abc import Iterator
+import socket
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -26,11 +40,39 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from runner.errors import RunDirError
-from runner.rundir.layout import DATASETS, RunDir
-from runner.rundir.reader import column, read_manifest
+from runner.rundir.layout import DATASETS, RunDir, part_id, part_number
+from runner.rundir.reader import DIGEST_KEY, KEY_COLUMNS, column, key_digest, read_manifest
 from runner.rundir.schema import PromptRow, ResponseRow, table
 
-__all__ = ["RunWriter", "now_iso", "versions"]
+__all__ = ["Batch", "Committed", "RunWriter", "now_iso", "store_error", "versions"]
+
+STORE_ERROR = "store_error"  # error_class of a row whose values the store cannot hold
+# What building an Arrow column raises on a bad value: ill-typed (TypeError/ArrowTypeError), out of range
+# (OverflowError/ArrowInvalid), not encodable (UnicodeEncodeError, a ValueError).
+_ROW_ERRORS = (pa.ArrowException, OverflowError, TypeError, ValueError)
+
+
+@dataclass(slots=True)
+class Batch:
+    """Rows taken out of the writer's buffer for one flush, and the part ID they are committed under."""
+
+    part: str
+    prompts: list[PromptRow]
+    failed: list[ResponseRow]
+    rows: list[ResponseRow]
+
+    def __len__(self) -> int:
+        return len(self.failed) + len(self.rows)
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """A committed batch: its part ID, the responses table (None without responses) and the response rows that
+    could not be stored and were committed as ``store_error`` failures instead."""
+
+    part: str
+    responses: pa.Table | None
+    unstorable: tuple[ResponseRow, ...] = ()
 
 
 class RunWriter:
@@ -47,7 +89,9 @@ class RunWriter:
         self._failed: list[ResponseRow] = []
         self._prompts: list[PromptRow] = []
         self._seen_prompts = seen_prompts  # prompt hashes stored or buffered: each prompt is stored once
-        self._next_part = 1 + max((n for d in DATASETS for n in layout.parts(d)), default=0)
+        self._next_part = 1 + max((part_number(n) for d in DATASETS for n in layout.parts(d)), default=0)
+        self.token = _session_token()  # in every part ID and temp name of this writer: no two writers collide
+        self.session: int | None = None  # a sweep session's 1-based number in the manifest: stamped on its rows
 
     @property
     def run_dir(self) -> Path:
@@ -61,7 +105,12 @@ class RunWriter:
         A directory made by a spec with another hash, or holding parts without a manifest, raises ``RunDirError``.
         """
         layout = RunDir(Path(run_dir))
-        layout.root.mkdir(parents=True, exist_ok=True)
+        try:
+            layout.root.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise RunDirError(f"{layout.root}: is a file, not a run directory; --out must name a directory") from None
+        except OSError as exc:
+            raise store_error(exc, f"{layout.root}: cannot create the run directory") from None
         fd = _lock(layout)
         try:
             existing = read_manifest(layout.root) if layout.manifest.exists() else None
@@ -79,10 +128,21 @@ class RunWriter:
             writer = cls(layout, fd, existing, batch_rows, set(column(layout, "prompts", "prompt_hash")))
             writer._clear_tmp()
             existing.setdefault("sessions", []).append(
-                {"started_at": now_iso(), "pid": os.getpid(), "versions": manifest.get("versions")}
+                {
+                    "started_at": now_iso(),
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "token": writer.token,
+                    "versions": manifest.get("versions"),
+                }
             )
+            writer.session = len(existing["sessions"])
             writer.write_manifest()
+            writer._reserve()
             return writer
+        except OSError as exc:
+            os.close(fd)
+            raise store_error(exc, f"{layout.root}: cannot write the run directory") from None
         except BaseException:
             os.close(fd)
             raise
@@ -99,6 +159,9 @@ class RunWriter:
             writer = cls(layout, fd, manifest, batch_rows=1, seen_prompts=set())  # adds no rows: no sweep
             writer._clear_tmp()
             return writer
+        except OSError as exc:
+            os.close(fd)
+            raise store_error(exc, f"{layout.root}: cannot write the run directory") from None
         except BaseException:
             os.close(fd)
             raise
@@ -118,7 +181,9 @@ class RunWriter:
             self._prompts.append(PromptRow(prompt_hash=prompt_hash, messages_json=messages_json))
 
     def add(self, row: ResponseRow) -> None:
-        """Buffer one cell's outcome: a failure when it carries an ``error_class``, else a response."""
+        """Buffer one cell's outcome (stamped with this session's number): a failure when it carries an
+        ``error_class``, else a response."""
+        row.session = self.session
         (self._failed if row.error_class is not None else self._rows).append(row)
 
     @property
@@ -131,29 +196,54 @@ class RunWriter:
         """Whether the buffer holds a batch (``batch_rows`` outcomes): time to flush."""
         return self.buffered >= self.batch_rows
 
-    def flush(self) -> tuple[int, pa.Table] | None:
-        """Commit buffered rows as new parts; (number, table) of the responses part committed, if any."""
+    def take(self) -> Batch | None:
+        """Hand at most ``batch_rows`` buffered outcomes (and every buffered prompt) over as a batch with the next
+        part ID; None when nothing is buffered. The taken rows leave the buffer: the batch is the committer's."""
         if not self.buffered and not self._prompts:
             return None
-        n = self._next_part
+        rows, self._rows = self._rows[: self.batch_rows], self._rows[self.batch_rows :]
+        room = self.batch_rows - len(rows)
+        failed, self._failed = self._failed[:room], self._failed[room:]
+        batch = Batch(part_id(self._next_part, self.token), self._prompts, failed, rows)
         self._next_part += 1
-        if self._prompts:
-            self.commit("prompts", n, table(self._prompts, PromptRow))
-            self._prompts = []
-        if self._failed:
-            self.commit("failures", n, table(self._failed, ResponseRow))
-            self._failed = []
-        if not self._rows:
-            return None
-        responses = table(self._rows, ResponseRow)
-        self.commit("responses", n, responses)
-        self._rows = []
-        return n, responses
+        self._prompts = []
+        return batch
 
-    def commit(self, dataset: str, n: int, data: pa.Table) -> None:
-        """Write part ``n`` of ``dataset`` atomically (replacing a committed part of that number, if any)."""
-        with self._atomic(self.layout.part(dataset, n)) as tmp:
-            pq.write_table(data, tmp, compression="zstd")
+    def commit_batch(self, batch: Batch) -> Committed:
+        """Commit a batch as part ``batch.part`` of prompts, failures, responses (in that order); rows the store
+        cannot hold become ``store_error`` failures. Raises ``OSError`` on a failed write: committing the same
+        batch again is safe (it rewrites the same files)."""
+        responses, bad = _storable(batch.rows, ResponseRow)
+        unstorable = tuple(_store_failure(row, columns) for row, columns in bad)
+        if batch.prompts:
+            self.commit("prompts", batch.part, _storable(batch.prompts, PromptRow, sanitize=True)[0])
+        if batch.failed or unstorable:
+            failed = _storable([*batch.failed, *unstorable], ResponseRow, sanitize=True)[0]
+            self.commit("failures", batch.part, failed)
+        if not responses.num_rows:
+            return Committed(batch.part, None, unstorable)
+        self.commit("responses", batch.part, responses)
+        return Committed(batch.part, responses, unstorable)
+
+    def flush(self) -> tuple[str, pa.Table] | None:
+        """Take and commit every buffered row on this thread (one part per ``batch_rows``); (part ID, table) of
+        the last responses part committed, if any."""
+        last = None
+        while (batch := self.take()) is not None:
+            committed = self.commit_batch(batch)
+            last = last if committed.responses is None else (committed.part, committed.responses)
+        return last
+
+    def commit(self, dataset: str, part: str | int, data: pa.Table) -> None:
+        """Write part ``part`` of ``dataset`` atomically (replacing a committed part of that ID, if any), with
+        page checksums and its key column's digest in the file's metadata."""
+        key = KEY_COLUMNS.get(dataset)
+        if key is not None and key in data.column_names:
+            data = data.replace_schema_metadata(
+                {**(data.schema.metadata or {}), DIGEST_KEY: key_digest(data.column(key)).encode()}
+            )
+        with self._atomic(self.layout.part(dataset, part)) as tmp:
+            pq.write_table(data, tmp, compression="zstd", write_page_checksum=True)
 
     # --- the manifest ----------------------------------------------------------------------------------
 
@@ -186,15 +276,33 @@ class RunWriter:
             yield tmp
 
     def close(self, session: dict[str, Any] | None = None) -> None:
-        """Flush; for a sweep, record how its session ended (``session`` merged into its entry); unlock."""
+        """Flush; for a sweep, record how its session ended (``session`` merged into its entry); unlock.
+
+        A failed write (``RunDirError``) is raised after the session's end record was attempted (best effort:
+        on a full disk the small manifest may still fit, with the error in the record)."""
         if self._lock_fd is None:
             return
         try:
-            self.flush()
+            error: RunDirError | None = None
+            try:
+                self.flush()
+            except OSError as exc:
+                error = store_error(exc, f"{self.layout.root}: cannot write the buffered rows")
             if session is not None and self.manifest is not None:
-                self.manifest["sessions"][-1].update({"ended_at": now_iso(), **session})
-                self.write_manifest()
+                entry = {"ended_at": now_iso(), **session}
+                if error is not None:
+                    entry.update(outcome="store_error", error=str(error))
+                self.manifest["sessions"][-1].update(entry)
+                try:
+                    self._ballast.unlink(missing_ok=True)  # on a full disk, room for the end record
+                    self.write_manifest()
+                except OSError as exc:
+                    error = error or store_error(exc, f"{self.layout.root}: cannot write the manifest")
+            if error is not None:
+                raise error
         finally:
+            with contextlib.suppress(OSError):
+                self._ballast.unlink(missing_ok=True)
             os.close(self._lock_fd)
             self._lock_fd = None
 
@@ -202,7 +310,7 @@ class RunWriter:
     def _atomic(self, final: Path) -> Iterator[Path]:
         """Yield a temp path beside nothing the readers see; fsync it and rename it to ``final``."""
         self.layout.tmp.mkdir(exist_ok=True)
-        tmp = self.layout.tmp / f"{final.parent.name}-{final.name}"
+        tmp = self.layout.tmp / f"{self.token}-{final.parent.name}-{final.name}"
         try:
             yield tmp
             _fsync(tmp)
@@ -210,6 +318,18 @@ class RunWriter:
             _fsync(final.parent)
         finally:
             tmp.unlink(missing_ok=True)
+
+    @property
+    def _ballast(self) -> Path:
+        return self.layout.tmp / f"{self.token}-reserve"
+
+    def _reserve(self) -> None:
+        """Set aside room for the session's end record: a full disk must still let the manifest be written."""
+        size = max(64 * 1024, 2 * self.layout.manifest.stat().st_size)
+        with self._ballast.open("wb") as fh:
+            fh.write(b"\0" * size)
+            fh.flush()
+            os.fsync(fh.fileno())
 
     def _clear_tmp(self) -> None:
         """Delete half-written files a crashed writer left: they were never committed."""
@@ -229,14 +349,85 @@ def versions() -> dict[str, str]:
 
 
 def _lock(layout: RunDir) -> int:
-    """Take the directory's lock without waiting; ``RunDirError`` when another process holds it."""
-    fd = os.open(layout.lock, os.O_RDWR | os.O_CREAT, 0o644)
+    """Take the directory's lock without waiting and record this process's pid and host in it;
+    ``RunDirError`` when another process holds it (naming that process) or the directory is not writable."""
+    try:
+        fd = os.open(layout.lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise store_error(exc, f"{layout.root}: cannot lock the run directory") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
+        holder = os.read(fd, 200).decode("utf-8", "replace").strip()
         os.close(fd)
-        raise RunDirError(f"{layout.root}: another hofcat process is using this directory") from None
+        who = f" (pid {holder.replace(' ', ' on host ', 1)})" if holder else ""
+        raise RunDirError(f"{layout.root}: another hofcat process{who} is using this directory") from None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+    except OSError as exc:
+        os.close(fd)
+        raise store_error(exc, f"{layout.root}: cannot lock the run directory") from None
     return fd
+
+
+def store_error(exc: OSError, what: str) -> RunDirError:
+    """A one-line ``RunDirError`` for a failed write: ``what`` and the system's reason (a full disk named)."""
+    if exc.errno == errno.ENOSPC:
+        return RunDirError(f"{what}: no space left on device")
+    reason = exc.strerror or type(exc).__name__
+    return RunDirError(f"{what}: {reason}" + (f" ({exc.filename})" if exc.filename else ""))
+
+
+def _session_token() -> str:
+    """Eight hex digits unique to this writer: host, pid and the start time in ns, hashed (no randomness)."""
+    text = f"{socket.gethostname()}:{os.getpid()}:{time.time_ns()}:{id(object())}"
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def _storable(
+    rows: Sequence[Any], row_type: type, *, sanitize: bool = False
+) -> tuple[pa.Table, list[tuple[Any, list[str]]]]:
+    """``rows`` as a table, without the rows whose values the store cannot hold: those come back with their
+    bad columns (``sanitize``: kept instead, those columns null). Bisects, so a batch of n rows with k bad
+    ones costs O(k log n) table builds beyond the first."""
+    try:
+        return table(rows, row_type), []
+    except _ROW_ERRORS:
+        if len(rows) > 1:
+            mid = len(rows) // 2
+            head, bad_head = _storable(rows[:mid], row_type, sanitize=sanitize)
+            tail, bad_tail = _storable(rows[mid:], row_type, sanitize=sanitize)
+            return pa.concat_tables([head, tail]), bad_head + bad_tail
+    row = rows[0]
+    columns = _bad_columns(row, row_type)
+    if sanitize:
+        fixed = dataclasses.replace(row, **dict.fromkeys(columns))
+        return table([fixed], row_type), []
+    return table([], row_type), [(row, columns)]
+
+
+def _bad_columns(row: Any, row_type: type) -> list[str]:
+    """The fields of ``row`` whose value does not convert to its column's Arrow type."""
+    bad = []
+    for f in dataclasses.fields(row_type):
+        try:
+            pa.array([getattr(row, f.name)], type=f.metadata["arrow"])
+        except _ROW_ERRORS:
+            bad.append(f.name)
+    return bad
+
+
+def _store_failure(row: ResponseRow, columns: list[str]) -> ResponseRow:
+    """The failure row recorded for a reply the store cannot hold: the reply's fields dropped, the bad columns
+    named (never their values: a value may be anything the server sent)."""
+    reply = {"response_text": None, "finish_reason": None, "input_tokens": None, "output_tokens": None}
+    return dataclasses.replace(
+        row,
+        **reply,
+        error_class=STORE_ERROR,
+        error_message=f"reply not storable: ill-typed or out-of-range value in {', '.join(columns) or 'a column'}",
+    )
 
 
 def _fsync(path: Path) -> None:

@@ -1,12 +1,15 @@
 """Reading and checking a long per-question means CSV: ``group,country,question,mean[,std,n]``.
 
 Every problem is reported with the file, line, column and what was expected, and the first problem stops
-the read (a means file is small: one row per group × country × question).
+the read (a means file is small: one row per group × country × question). A mean may be missing — an empty
+field, ``NA``, ``N/A`` or ``Data Not Available`` (as the CAT v2 paper prints Llama 2's Q19) — and is then NaN:
+the dimensions that need it are not scored for that country (``score_means`` reports them), the rest are.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +24,7 @@ __all__ = ["MeansTable", "read_means"]
 
 REQUIRED = ("group", "country", "question", "mean")
 OPTIONAL = ("std", "n")
+MISSING = ("", "na", "n/a", "data not available")  # spellings of a missing mean (compared lower-case)
 
 
 @dataclass(frozen=True, eq=False)
@@ -29,7 +33,7 @@ class MeansTable:
 
     groups: tuple[str, ...]
     countries: tuple[tuple[str, ...], ...]  # per group, canonical names in order of first appearance
-    means: tuple[np.ndarray, ...]  # per group, (K_g, 24) floats in [1, 5]
+    means: tuple[np.ndarray, ...]  # per group, (K_g, 24) floats in [1, 5]; NaN = missing (``MISSING``)
     std: tuple[np.ndarray, ...]  # per group, (K_g, 24), NaN where not given
     n: tuple[np.ndarray, ...]  # per group, (K_g, 24), NaN where not given
     path: str
@@ -41,8 +45,8 @@ def read_means(path: str | Path, reference: ReferenceSet) -> MeansTable:
     if not path.is_file():
         raise InputFileError(path, None, None, "no such file", "a CSV group,country,question,mean[,std,n]")
     cells: dict[str, dict[str, dict[int, tuple[float, float, float, int]]]] = {}
-    with path.open(newline="", encoding="utf-8-sig") as fh:
-        reader = csv.reader(fh)
+    reader = csv.reader(io.StringIO(_text(path), newline=""))
+    try:
         header = [h.strip().lower() for h in next(reader, [])]
         _check_header(path, header)
         col = {name: header.index(name) for name in header}
@@ -62,7 +66,11 @@ def read_means(path: str | Path, reference: ReferenceSet) -> MeansTable:
                     path, line, "country", str(exc), f"a country of reference {reference.name!r}"
                 ) from None
             question = _question(path, line, row["question"])
-            mean = _float(path, line, "mean", row["mean"], low=1.0, high=5.0, expected="a number in [1, 5]")
+            mean = (
+                math.nan
+                if row["mean"].lower() in MISSING
+                else _float(path, line, "mean", row["mean"], low=1.0, high=5.0, expected="a number in [1, 5] or NA")
+            )
             std = _float(path, line, "std", row.get("std", ""), low=0.0, expected="a number ≥ 0 or empty")
             n = _float(path, line, "n", row.get("n", ""), low=1.0, expected="a whole number ≥ 1 or empty", whole=True)
             per_country = cells.setdefault(group, {}).setdefault(country, {})
@@ -76,9 +84,32 @@ def read_means(path: str | Path, reference: ReferenceSet) -> MeansTable:
                     "one row per group, country and question",
                 )
             per_country[question] = (mean, std, n, line)
+    except csv.Error as exc:  # a field over the csv module's limit, a stray quote: located, one line
+        raise InputFileError(path, reader.line_num, None, f"not a readable CSV row ({exc})") from None
     if not cells:
         raise InputFileError(path, None, None, "no data rows", "at least one group with 24 questions per country")
     return _assemble(path, cells)
+
+
+MAX_BYTES = 64 * 2**20  # a means file holds one short row per group × country × question
+
+
+def _text(path: Path) -> str:
+    """The file as text: UTF-8 (a BOM allowed), at most ``MAX_BYTES``; else an error naming the line."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise InputFileError(path, None, None, f"{size} bytes", f"a means CSV of at most {MAX_BYTES} bytes")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputFileError(path, None, None, f"cannot be read ({exc.strerror})") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputFileError(
+            path, line, None, f"byte 0x{data[exc.start]:02x} is not UTF-8 text", "a UTF-8 encoded CSV"
+        ) from None
 
 
 def _check_header(path: Path, header: list[str]) -> None:

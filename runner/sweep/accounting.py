@@ -1,7 +1,10 @@
 """Counting a sweep before and after: the plan's size, tokens and cost; a run directory's progress and spend.
 
-Token estimates before a run: input = characters of the rendered messages / 4 (+4 per message), output =
-``max_tokens`` (an upper bound). Costs use the endpoint's ``price_input_per_1k`` / ``price_output_per_1k``.
+Before a run: input tokens estimated (characters / 4, + 4 per message) and bounded (UTF-8 bytes + the chat
+template's tokens: ``runner.sweep.plan.TEMPLATE_TOKENS``; a bound for every tokenizer whose tokens each cover at
+least one byte), output tokens bounded by ``max_tokens``. Costs use the endpoint's ``price_input_per_1k`` /
+``price_output_per_1k``; batch execution is billed at ``BATCH_PRICE_FACTOR`` of them (OpenAI's and Anthropic's
+batch APIs: half price). ``cost_max`` is the cost of the bounds at the endpoint's execution's price.
 """
 
 from __future__ import annotations
@@ -13,34 +16,62 @@ import pyarrow.compute as pc
 
 from runner.sweep.spec import EndpointConfig, Spec, spec_from_dict
 
+BATCH_PRICE_FACTOR = 0.5  # provider batch APIs bill half the online price (OpenAI Batch, Anthropic Message Batches)
 
-def cost(endpoint: EndpointConfig, input_tokens: float, output_tokens: float) -> float | None:
-    """Price of the tokens at the endpoint's rates; None when the spec gives no prices for it."""
+
+def cost(
+    endpoint: EndpointConfig, input_tokens: float, output_tokens: float, execution: str | None = None
+) -> float | None:
+    """Price of the tokens at the endpoint's rates for ``execution`` (default: the endpoint's own); None
+    when the spec gives no prices for it."""
     if endpoint.price_input_per_1k is None and endpoint.price_output_per_1k is None:
         return None
+    factor = BATCH_PRICE_FACTOR if (execution or endpoint.execution) == "batch" else 1.0
     return (
-        input_tokens * (endpoint.price_input_per_1k or 0.0) + output_tokens * (endpoint.price_output_per_1k or 0.0)
-    ) / 1000.0
+        factor
+        * (input_tokens * (endpoint.price_input_per_1k or 0.0) + output_tokens * (endpoint.price_output_per_1k or 0.0))
+        / 1000.0
+    )
+
+
+def per_million(endpoint: EndpointConfig) -> dict[str, dict[str, float | None]]:
+    """Prices per million input and output tokens, online and batch (None where the spec gives none)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for execution, factor in (("online", 1.0), ("batch", BATCH_PRICE_FACTOR)):
+        out[execution] = {
+            side: None if price is None else price * 1000.0 * factor
+            for side, price in (("input", endpoint.price_input_per_1k), ("output", endpoint.price_output_per_1k))
+        }
+    return out
 
 
 def plan_summary(spec: Spec) -> dict[str, Any]:
-    """Cells per factor, total cells, estimated tokens and cost per endpoint; renders prompts, sends nothing."""
-    from runner.sweep.execute import prompt_estimate
-    from runner.sweep.plan import count_cells, factor_counts, iter_cells, validate_plan
+    """Cells per factor, total cells, estimated tokens, cost and least duration (s) per endpoint; sends nothing.
+
+    By arithmetic over factor sizes (``runner.sweep.plan.estimate``): a 10^9-cell plan counts in well under a
+    second; each distinct framing and question set is rendered once.
+    """
+    from runner.sweep.plan import count_cells, estimate, eta_s, factor_counts, measurement_fallback, validate_plan
 
     validate_plan(spec)
     endpoints = {}
     for endpoint in spec.endpoints:
-        cells = input_tokens = output_tokens = 0
-        for cell in iter_cells(spec, endpoint):
-            cells += 1
-            input_tokens += prompt_estimate(cell.prompt)
-            output_tokens += cell.sampling.max_tokens
+        est = estimate(spec, endpoint)
+        seconds, basis = eta_s(endpoint, est)
         endpoints[endpoint.name] = {
-            "cells": cells,
-            "input_tokens_estimate": input_tokens,
-            "output_tokens_max": output_tokens,
-            "cost_max": cost(endpoint, input_tokens, output_tokens),
+            "cells": est.cells,
+            "input_tokens_estimate": est.input_tokens,
+            "input_tokens_max": est.input_bound,  # a bound (UTF-8 bytes + template tokens), not an estimate
+            "input_bound": "utf8_bytes_plus_template",
+            "output_tokens_max": est.output_tokens,
+            "execution": endpoint.execution,
+            "price_per_million": per_million(endpoint),
+            "cost_max": cost(endpoint, est.input_bound, est.output_tokens),
+            "cost_max_online": cost(endpoint, est.input_bound, est.output_tokens, "online"),
+            "cost_max_batch": cost(endpoint, est.input_bound, est.output_tokens, "batch"),
+            "design": spec.design_key(endpoint),  # "design", or "endpoints[i].design" where it is overridden
+            "eta_s": seconds,  # least time at its limits (endpoints run in parallel)
+            "eta_basis": basis,
         }
     costs = [e["cost_max"] for e in endpoints.values() if e["cost_max"] is not None]
     return {
@@ -48,6 +79,7 @@ def plan_summary(spec: Spec) -> dict[str, Any]:
         "spec_hash": spec.spec_hash,
         "cells": count_cells(spec),
         "factors": factor_counts(spec),
+        "measurement_fallback": measurement_fallback(spec),
         "endpoints": endpoints,
         "cost_max": sum(costs) if costs else None,
     }
@@ -56,6 +88,7 @@ def plan_summary(spec: Spec) -> dict[str, Any]:
 def run_status(run_dir: str | Path) -> dict[str, Any]:
     """Done, failed, remaining cells, tokens and cost of a run directory, in total and per endpoint."""
     from runner.rundir import read_dataset, read_manifest
+    from runner.sweep.plan import estimate
 
     manifest = read_manifest(run_dir)
     spec = spec_from_dict(manifest["spec"], source=f"{run_dir}/manifest.json spec")
@@ -72,7 +105,11 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
         mine = responses.filter(pc.equal(responses.column("endpoint"), endpoint.name))
         tokens_in = pc.sum(mine.column("input_tokens")).as_py() or 0
         tokens_out = pc.sum(mine.column("output_tokens")).as_py() or 0
+        bound = estimate(spec, endpoint)
         per_endpoint[endpoint.name] = {
+            "input_tokens_max": bound.input_bound,  # the plan's bounds, to compare spending with
+            "output_tokens_max": bound.output_tokens,
+            "cost_max": cost(endpoint, bound.input_bound, bound.output_tokens),
             "done": mine.num_rows,
             "failed": sum(1 for n in failed.values() if n == endpoint.name),
             "input_tokens": tokens_in,

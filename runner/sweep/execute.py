@@ -6,7 +6,15 @@ lazy plan iterator (stored cells skipped): at most ``max_concurrency`` cells per
 once, whatever the plan's size, and no task is created per cell. A worker renders
 the prompt, then runs attempts under the retry policy; each attempt holds a slot of the endpoint's
 adaptive concurrency cap and a rate-limit charge. Every outcome becomes a row in the run directory's writer;
-``commit`` (the session's) flushes it. The executor knows neither prompts' wording nor answers' meaning.
+``commit_batch`` (the session's) commits it. The executor knows neither prompts' wording nor answers' meaning.
+
+Flushing: one flusher task takes the writer's buffer as a batch (on the loop, so the rows are handed over,
+never shared) every ``flush_interval_s`` or as soon as a batch is full, and commits it in a worker thread
+(Parquet, fsync and the parse stage stay off the event loop; one flush at a time). A failed write is retried
+with backoff (``FLUSH_RETRY_WAITS_S``) under the same part ID, so a retry rewrites the same files and never
+stores a row twice; each failure is noted on the progress stream. A full disk, or a write still failing after
+the last retry, stops the run with a one-line ``RunDirError``. Workers wait for the flusher only when two
+batches are buffered: memory stays bounded by the batch size.
 
 Stopping (SIGINT/SIGTERM): the first signal stops intake and cuts waits short; requests already in flight
 finish or time out and are stored; cells whose retries were cut short are left unstored for the next run.
@@ -16,31 +24,44 @@ A second signal cancels the requests in flight. Either way the writer is flushed
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import errno
 import hashlib
 import json
 import os
 import random
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from asyncio_pool import AioPool
 
-from runner.errors import Interrupted, RateLimited, RequestError, RetryableError, SpecError
-from runner.rundir import RunWriter
+from runner.errors import FatalRequestError, Interrupted, RateLimited, RequestError, RetryableError, SpecError
+from runner.rundir import Batch, Committed, RunWriter, store_error
+from runner.rundir.admissions import AdmissionLog
 from runner.survey.cell import PromptCell
-from runner.sweep.limits import AdaptiveConcurrency, RateLimiter
+from runner.sweep.limits import TOKEN_COUNTING, AdaptiveConcurrency, RateLimiter
 from runner.sweep.outcome import Outcome, now_us, response_row
-from runner.sweep.plan import PlannedCell
+from runner.sweep.plan import PlannedCell, input_estimate
 from runner.sweep.progress import EndpointStats, Progress, RunStats
-from runner.sweep.providers import ChatRequest, Provider, get_provider
+from runner.sweep.providers import (
+    ChatRequest,
+    Provider,
+    conventional_key_env,
+    get_provider,
+    no_credentials_note,
+    provider_for,
+)
 from runner.sweep.retry import RetryPolicy, call_with_retries
 from runner.sweep.spec import EndpointConfig
-from runner.sweep.transport import Transport, TransportFactory, aiohttp_transport, send
+from runner.sweep.transport import Transport, TransportFactory, aiohttp_transport, redact, send
 
-CHARS_PER_TOKEN = 4  # input-token estimate before the server reports usage
+FLUSH_RETRY_WAITS_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # waits between attempts at one flush (~31 s in all)
+# Statuses that say the endpoint itself is wrong (key, permission, model name): a streak of them stops it.
+ENDPOINT_FATAL = {401: "check api_key_env and the key it names", 403: "check api_key_env and the key's permissions"}
+ENDPOINT_FATAL_DEFAULT_HINT = "check the model name and base_url"  # 404
 
 
 @dataclass
@@ -56,6 +77,9 @@ class Endpoint:
     policy: RetryPolicy
     pool: AioPool
     stats: EndpointStats
+    # Consecutive endpoint-fatal failures (401/403/404), held back unstored until the streak is broken.
+    fatal_streak: list[tuple[PlannedCell, str, str, Outcome]] = field(default_factory=list)
+    stopped: str | None = None  # why the endpoint was stopped; its remaining cells stay unsent
 
 
 @dataclass
@@ -64,6 +88,7 @@ class RunResult:
 
     ``failed_before``: planned cells skipped because an earlier session recorded a failure for them (not
     retried without ``--retry-failed``); with ``failed`` they are the planned cells still without a reply.
+    ``stopped_endpoints``: endpoints stopped after ``stop_after_fatal`` consecutive 401/403/404 replies.
     """
 
     stored: int
@@ -72,12 +97,19 @@ class RunResult:
     interrupted: bool
     unsupported: dict[str, list[str]] = field(default_factory=dict)
     failed_before: int = 0
+    stopped_endpoints: dict[str, str] = field(default_factory=dict)  # name → why (fatal 4xx); cells remain
+    pending_batches: int = 0  # provider batches still open when the session ended (execution = "batch")
 
 
 def api_key_for(endpoint: EndpointConfig, source: str = "spec") -> str | None:
-    """The endpoint's API key from its ``api_key_env`` variable; ``SpecError`` when that variable is unset."""
+    """The endpoint's API key from its ``api_key_env`` variable; ``SpecError`` when that variable is unset.
+
+    Without ``api_key_env``: the provider's conventional variable (``OPENAI_API_KEY``, ...) when the endpoint
+    is the provider's own host and it is set, else None.
+    """
     if endpoint.api_key_env is None:
-        return None
+        conventional = conventional_key_env(endpoint)
+        return (os.environ.get(conventional) or None) if conventional else None
     key = os.environ.get(endpoint.api_key_env)
     if not key:
         raise SpecError(
@@ -95,7 +127,8 @@ def unsupported_parameters(endpoint: EndpointConfig) -> list[str]:
 class Executor:
     """Runs planned cells against their endpoints and hands every outcome to the run directory's writer.
 
-    ``commit`` flushes the writer (and whatever the caller does with a committed part); it is called every
+    ``commit_batch`` commits a batch taken from the writer (and does whatever the caller does with a committed
+    part), in the flusher's worker thread; it is called every
     ``flush_interval_s`` and whenever the writer's buffer is full. ``transport_factory`` builds each
     endpoint's transport; ``handle_signals`` installs the SIGINT/SIGTERM handlers (only the owner of the
     event loop's thread should). ``wait`` and ``clock`` replace real waiting (retry backoff, rate-limit and
@@ -110,14 +143,19 @@ class Executor:
         *,
         flush_interval_s: float,
         rng_seed: int,
-        commit: Callable[[], object] | None = None,
+        commit_batch: Callable[[Batch], Committed] | None = None,
         transport_factory: TransportFactory = aiohttp_transport,
         handle_signals: bool = True,
         wait: Callable[[float], Awaitable[None]] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.writer = writer
-        self.commit = commit or writer.flush
+        self.commit_batch = commit_batch or writer.commit_batch
+        self._flush_due = asyncio.Event()  # set when the buffer holds a batch: flush now, not at the interval
+        self._flush_lock = asyncio.Lock()  # one flush at a time
+        self._flush_thread: concurrent.futures.ThreadPoolExecutor | None = None
+        self._flush_error: BaseException | None = None  # the flusher died of it: no more flushes
+        self._closing = False
         self.transport_factory = transport_factory
         self.handle_signals = handle_signals
         self._wait = wait
@@ -155,6 +193,7 @@ class Executor:
         flusher = loop.create_task(self._flush_periodically())
         self.progress.start()
         endpoints = self._endpoints
+        self._admissions = AdmissionLog.open(self.writer)
         try:
             producers = []
             for config, cells in work:
@@ -165,10 +204,13 @@ class Executor:
         finally:
             for sig in signals:
                 loop.remove_signal_handler(sig)
-            flusher.cancel()
-            await asyncio.gather(flusher, return_exceptions=True)
+            await self._stop_flusher(flusher)
             for endpoint in endpoints:
                 await endpoint.transport.close()
+                self._settle_fatal_streak(endpoint)
+            self._admissions.close()
+            if self._admissions.error is not None:
+                self.progress.note(self._admissions.error)
             await self.progress.stop()
         if self._bug is not None:
             raise self._bug
@@ -178,7 +220,9 @@ class Executor:
         key = api_key_for(config)
         if key:
             self._secrets.append(key)
-        provider = get_provider(config.provider)
+        provider = provider_for(config)
+        if not key and (note := no_credentials_note(config)):
+            self.progress.note(note)
         if provider.unsupported:
             self.progress.note(
                 f"endpoint {config.name!r}: the {provider.name} API takes no "
@@ -186,11 +230,21 @@ class Executor:
             )
         rpw = config.requests_per_minute
         limiter = RateLimiter(
-            rpw, config.tokens_per_minute, window_s=config.rate_window_s, burst=config.burst, clock=self._clock
+            rpw,
+            config.tokens_per_minute,
+            window_s=config.rate_window_s,
+            burst=config.burst,
+            clock=self._clock,
+            token_counting=TOKEN_COUNTING.get(config.provider, "reserved"),
         )
+        if not limiter.unlimited:  # honour what earlier sessions sent in the last window, record this one's
+            journal = self._admissions.endpoint(config.name, limiter.keep_s, time.time() - self._clock())
+            limiter.restore(journal.restored())
+            limiter.journal = journal
         gate = AdaptiveConcurrency(config.max_concurrency, clock=self._clock)
         stats = self.stats.endpoints.setdefault(config.name, EndpointStats(config.name, rpw, config.max_concurrency))
         stats.in_flight = lambda: gate.in_flight
+        stats.planned = self.stats.planned.get(config.name, stats.planned)
         stats.concurrency_limit = lambda: gate.limit
         transport = self.transport_factory(config)
         return Endpoint(
@@ -200,25 +254,43 @@ class Executor:
             transport,
             limiter,
             gate,
-            RetryPolicy(config.max_retries),
+            RetryPolicy.of(config),
             AioPool(size=config.max_concurrency),
             stats,
         )
 
     async def _produce(self, endpoint: Endpoint, cells: Iterable[PlannedCell]) -> None:
         """Fill the endpoint's pool with ``max_concurrency`` workers that take cells from one lazy iterator."""
-        shared = iter(cells)  # next() never awaits, so each cell goes to exactly one worker
+        shared = self._counting_skips(endpoint, cells)  # next() never awaits: each cell goes to exactly one worker
 
         async def worker() -> None:
             for cell in shared:
+                if endpoint.stopped is not None:
+                    break
                 await self._do_cell(endpoint, cell)
-                if self._stop.is_set() or self._bug is not None:
+                if self._stop.is_set() or self._bug is not None or endpoint.stopped is not None:
                     break
 
         for _ in range(endpoint.config.max_concurrency):
             future = await endpoint.pool.spawn(worker())
             future.add_done_callback(self._note_bug)
         await endpoint.pool.join()
+
+    def _counting_skips(self, endpoint: Endpoint, cells: Iterable[PlannedCell]) -> Iterator[PlannedCell]:
+        """``cells``, crediting this endpoint with the stored-before cells the session's filter skips meanwhile.
+
+        The filter counts skips in ``RunStats.already_stored`` as it is iterated; one generator runs at a time,
+        so the growth across one ``next`` is this endpoint's (for its own ETA), at no cost per skipped cell.
+        """
+        it = iter(cells)
+        stats = self.stats
+        while True:
+            before = stats.already_stored
+            cell = next(it, None)
+            endpoint.stats.already_stored += stats.already_stored - before
+            if cell is None:
+                return
+            yield cell
 
     def _note_bug(self, future: asyncio.Future) -> None:
         if future.cancelled():
@@ -233,9 +305,7 @@ class Executor:
     async def _do_cell(self, endpoint: Endpoint, cell: PlannedCell) -> None:
         messages, messages_json, prompt_hash, input_estimate = _rendered(cell.prompt)
         s = cell.sampling
-        request = ChatRequest(
-            endpoint.config.model, messages, s.seed, s.temperature, s.top_p, s.max_tokens, messages_json, s.constraint
-        )
+        request = request_for(cell, messages, messages_json)
         call = endpoint.provider.call(endpoint.config.base_url, endpoint.api_key, request)
         started = now_us()
         last: dict[str, float | int | None] = {"latency_s": None, "status": None}
@@ -251,7 +321,11 @@ class Executor:
                 ticket = (
                     None
                     if endpoint.limiter.unlimited
-                    else (await endpoint.limiter.acquire(input_estimate + s.max_tokens, self._sleep))
+                    else (
+                        await endpoint.limiter.acquire(
+                            input_estimate + s.max_tokens, self._sleep, output_reserve=s.max_tokens
+                        )
+                    )
                 )
                 t0 = time.monotonic()
                 reply = None
@@ -261,14 +335,14 @@ class Executor:
                     last["status"] = exc.status
                     if isinstance(exc, RateLimited):
                         endpoint.stats.rate_limited += 1
-                        endpoint.gate.on_rate_limited(exc.retry_after_s)
+                        endpoint.gate.on_rate_limited(endpoint.policy.server_wait_s(exc.retry_after_s))
                     raise
                 finally:
                     last["latency_s"] = time.monotonic() - t0
-                    used = None
-                    if reply is not None and (reply.input_tokens is not None or reply.output_tokens is not None):
-                        used = (reply.input_tokens or 0) + (reply.output_tokens or 0)
-                    endpoint.limiter.release(ticket, used)
+                    if reply is None:
+                        endpoint.limiter.release(ticket)
+                    else:
+                        endpoint.limiter.release(ticket, reply.input_tokens, reply.output_tokens)
                 last["status"] = 200
                 endpoint.gate.on_success()
                 return reply
@@ -278,6 +352,9 @@ class Executor:
         def on_retry(exc: BaseException, wait_s: float) -> None:
             endpoint.stats.retries += 1
             self.stats.retries += 1
+            asked = getattr(exc, "retry_after_s", None)
+            if asked is not None and asked > endpoint.policy.max_retry_wait_s:
+                self._note_capped_wait(endpoint, asked)
 
         try:
             reply, attempts = await call_with_retries(
@@ -296,12 +373,60 @@ class Executor:
                 return  # retries were cut short by the stop: leave the cell for the next run
             exc.args = (self._redact(str(exc)),)
             outcome = Outcome(None, exc, attempts, last["latency_s"], exc.status, started, now_us())
+            if isinstance(exc, FatalRequestError) and exc.status in (401, 403, 404):
+                self._on_endpoint_fatal(endpoint, (cell, prompt_hash, messages_json, outcome))
+                return
             self.stats.failed += 1
             endpoint.stats.failed += 1
+        self._settle_fatal_streak(endpoint)  # any other outcome breaks a streak: those were the cells' own
+        self._store(cell, prompt_hash, messages_json, outcome)
+        if self.writer.buffered >= 2 * self.writer.batch_rows:  # the flusher is behind: wait for it
+            await self.flush()
+
+    def _store(self, cell: PlannedCell, prompt_hash: str, messages_json: str, outcome: Outcome) -> None:
+        """Buffer a cell's outcome (and its prompt) in the writer; commit when the buffer is full."""
         self.writer.add_prompt(prompt_hash, messages_json)
         self.writer.add(response_row(cell, prompt_hash, outcome))
         if self.writer.full:
-            self.commit()
+            self._flush_due.set()
+
+    def _on_endpoint_fatal(self, endpoint: Endpoint, held: tuple[PlannedCell, str, str, Outcome]) -> None:
+        """A 401/403/404: hold the outcome back; ``stop_after_fatal`` in a row stop the endpoint, cells unstored."""
+        if endpoint.stopped is not None:
+            return  # came back after the stop: the cell stays remaining like the others
+        endpoint.fatal_streak.append(held)
+        if len(endpoint.fatal_streak) < endpoint.config.stop_after_fatal:
+            return
+        error = held[3].error
+        hint = ENDPOINT_FATAL.get(error.status, ENDPOINT_FATAL_DEFAULT_HINT)
+        endpoint.stopped = (
+            f"endpoint {endpoint.config.name!r} stopped after {len(endpoint.fatal_streak)} consecutive HTTP "
+            f"{error.status} replies: {str(error).replace(chr(10), ' ')} ({hint}); its remaining cells were not "
+            "sent and stay to be run"
+        )
+        endpoint.fatal_streak.clear()  # not failed for good: a fixed key or model name and a rerun resumes them
+        self.stats.stopped_endpoints[endpoint.config.name] = endpoint.stopped
+        endpoint.stats.stopped = True
+        self.progress.note(endpoint.stopped)
+
+    def _settle_fatal_streak(self, endpoint: Endpoint) -> None:
+        """A streak too short to stop the endpoint: those were failures of their own cells; store them."""
+        streak, endpoint.fatal_streak = endpoint.fatal_streak, []
+        for cell, prompt_hash, messages_json, outcome in streak:
+            self.stats.failed += 1
+            endpoint.stats.failed += 1
+            self._store(cell, prompt_hash, messages_json, outcome)
+
+    def _note_capped_wait(self, endpoint: Endpoint, asked_s: float) -> None:
+        """A server asked for a wait above ``max_retry_wait_s``: counted, and noted once per endpoint."""
+        self.stats.capped_waits += 1
+        endpoint.stats.capped_waits += 1
+        if endpoint.stats.capped_waits == 1:
+            self.progress.note(
+                f"endpoint {endpoint.config.name!r}: the server asked to wait {asked_s:g} s before retrying; "
+                f"waiting max_retry_wait_s = {endpoint.policy.max_retry_wait_s:g} s instead (counted in the "
+                "session record as capped_retry_waits)"
+            )
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, unless the run is stopping: then raise ``Interrupted`` (at once, or when the stop comes)."""
@@ -319,19 +444,114 @@ class Executor:
         raise Interrupted("stopping")
 
     async def _flush_periodically(self) -> None:
-        while True:
-            await asyncio.sleep(self.flush_interval_s)
-            self.commit()
+        """The flusher: every ``flush_interval_s``, or when a batch is full, until the run closes; a flush that
+        fails for good stops the run (its error is raised by ``run``)."""
+        try:
+            while not self._closing:
+                try:
+                    await asyncio.wait_for(self._flush_due.wait(), self.flush_interval_s)
+                except TimeoutError:
+                    pass
+                self._flush_due.clear()
+                await self.flush()
+                while self.writer.full and not self._closing:  # a batch piled up during that flush
+                    await self.flush()
+            while await self.flush():  # what the last requests left
+                pass
+        except Exception as exc:  # any failure stops the run: none may pass silently
+            self._flush_error = exc
+            if self._bug is None:
+                self._bug = exc
+            self._stop.set()
+            self.progress.note(f"stopping: {exc}")
+
+    async def _stop_flusher(self, flusher: asyncio.Task) -> None:
+        """Let the flusher commit what is buffered and end (cancelled only if this task itself is)."""
+        self._closing = True
+        self._flush_due.set()
+        try:
+            await asyncio.shield(flusher)
+        finally:
+            if self._flush_thread is not None:
+                self._flush_thread.shutdown(wait=True)
+                self._flush_thread = None
+
+    async def flush(self) -> bool:
+        """Commit one batch of what the writer holds, in the flusher's worker thread, retrying failed writes;
+        False when there was nothing to commit."""
+        async with self._flush_lock:
+            if self._flush_error is not None:
+                return False
+            batch = self.writer.take()
+            if batch is None:
+                return False
+            committed = await self._commit_with_retries(batch)
+            if committed.unstorable:
+                self._count_unstorable(committed)
+            return True
+
+    async def _commit_with_retries(self, batch: Batch) -> Committed:
+        """``commit_batch(batch)`` off the loop; an ``OSError`` is retried after each of ``FLUSH_RETRY_WAITS_S``
+        (never on a full disk), then raised as a one-line ``RunDirError``."""
+        loop = asyncio.get_running_loop()
+        if self._flush_thread is None:
+            self._flush_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="hofcat-flush")
+        what = f"{self.writer.run_dir}: cannot commit part {batch.part}"
+        for wait_s in (*FLUSH_RETRY_WAITS_S, None):
+            try:
+                return await loop.run_in_executor(self._flush_thread, self.commit_batch, batch)
+            except OSError as exc:
+                if wait_s is None or exc.errno == errno.ENOSPC:
+                    raise store_error(exc, what) from None
+                self.progress.note(f"{store_error(exc, what)}; retrying in {wait_s:g} s")
+                await asyncio.sleep(wait_s)  # a real wait even when stopping: the rows must not be lost
+        raise AssertionError("unreachable")
+
+    def _count_unstorable(self, committed: Committed) -> None:
+        """Replies the store could not hold were committed as failures: count them as such, and say so."""
+        for row in committed.unstorable:
+            self.stats.done -= 1
+            self.stats.failed += 1
+            endpoint = self.stats.endpoints.get(row.endpoint)
+            if endpoint is not None:
+                endpoint.done -= 1
+                endpoint.failed += 1
+        self.progress.note(
+            f"{len(committed.unstorable)} replies of part {committed.part} could not be stored as they came "
+            f"({committed.unstorable[0].error_message}); recorded as failures of class store_error"
+        )
 
     def _redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "<redacted>")
-        return text
+        return redact(text, self._secrets)
 
 
 def prompt_estimate(prompt: PromptCell) -> int:
     """Estimated input tokens of a prompt's messages (characters / 4, plus 4 per message)."""
     return _rendered(prompt)[3]
+
+
+def request_for(
+    cell: PlannedCell, messages: list[dict[str, str]] | None = None, messages_json: str | None = None
+) -> ChatRequest:
+    """The request a cell sends (its endpoint's model, prompt messages and their JSON, sampling), before the
+    provider maps it to HTTP; ``messages``/``messages_json`` when the caller has rendered them already.
+
+    The one place a cell becomes a request: the executor sends it, ``hofcat plan --show-prompts`` prints it.
+    """
+    if messages is None:
+        messages, messages_json = _rendered(cell.prompt)[:2]
+    s = cell.sampling
+    return ChatRequest(
+        cell.endpoint.model,
+        messages,
+        s.seed,
+        s.temperature,
+        s.top_p,
+        s.max_tokens,
+        messages_json,
+        s.constraint,
+        top_logprobs=s.top_logprobs,
+    )
 
 
 @lru_cache(maxsize=8192)
@@ -341,5 +561,5 @@ def _rendered(prompt: PromptCell) -> tuple[list[dict[str, str]], str, str, int]:
 
     messages = build_messages(prompt)
     text = json.dumps(messages, ensure_ascii=False, separators=(",", ":"))
-    estimate = sum(len(m["content"]) for m in messages) // CHARS_PER_TOKEN + 4 * len(messages)
+    estimate = input_estimate(messages)
     return messages, text, hashlib.sha256(text.encode()).hexdigest()[:16], estimate

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from runner.errors import RequestError
 from runner.rundir.schema import ResponseRow
 from runner.sweep.plan import PlannedCell
-from runner.sweep.providers import Reply
+from runner.sweep.providers import Reply, checked_count, encodable, finish_reason_of
 
 __all__ = ["Outcome", "now_us", "response_row"]
 
@@ -27,8 +27,22 @@ class Outcome:
 
 
 def response_row(cell: PlannedCell, prompt_hash: str, outcome: Outcome) -> ResponseRow:
-    """The row that stores ``outcome`` of ``cell`` (a failure row when it carries an error)."""
+    """The row that stores ``outcome`` of ``cell`` (a failure row when it carries an error).
+
+    The last gate before the store: every value taken from a reply or an error fits its column (text made
+    encodable, impossible token counts null), and what was changed is listed in ``reply_warnings``.
+    """
     p, s, r, e = cell.prompt, cell.sampling, outcome.reply, outcome.error
+    warnings = [] if r is None else list(r.warnings)
+    text = finish = input_tokens = output_tokens = top = message = None
+    if r is not None:
+        text = encodable(r.text, "response_text", warnings) if isinstance(r.text, str) else None
+        finish = finish_reason_of(r.finish_reason, warnings)
+        input_tokens = checked_count(r.input_tokens, "input_tokens", warnings)
+        output_tokens = checked_count(r.output_tokens, "output_tokens", warnings)
+        top = r.top_logprobs and tuple((encodable(t, "top_logprobs", warnings), lp) for t, lp in r.top_logprobs)
+    if e is not None:
+        message = encodable(str(e), "error_message", warnings)
     return ResponseRow(
         cell_key=cell.key,
         endpoint=cell.endpoint.name,
@@ -52,17 +66,26 @@ def response_row(cell: PlannedCell, prompt_hash: str, outcome: Outcome) -> Respo
         top_p=s.top_p,
         max_tokens=s.max_tokens,
         constraint=s.constraint,
-        response_text=None if r is None else r.text,
-        finish_reason=None if r is None else r.finish_reason,
-        input_tokens=None if r is None else r.input_tokens,
-        output_tokens=None if r is None else r.output_tokens,
+        response_text=text,
+        finish_reason=finish,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
         latency_s=outcome.latency_s,
         attempts=outcome.attempts,
         http_status=outcome.http_status,
         error_class=None if e is None else type(e).__name__,
-        error_message=None if e is None else str(e),
+        error_message=message,
         started_at=outcome.started_at_us,
         finished_at=outcome.finished_at_us,
+        measurement=s.measurement,
+        draw=s.draw,
+        top_logprobs=top,
+        option_labels=p.labels,
+        reply_warnings="; ".join(dict.fromkeys(warnings)) or None,
+        cache_origin=None if r is None else r.cache_origin,
+        replica=None if r is None else r.replica,
+        served_model=None if r is None else r.served_model,
+        system_fingerprint=None if r is None else r.system_fingerprint,
     )
 
 

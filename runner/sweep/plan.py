@@ -16,16 +16,18 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import math
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from runner.errors import SpecError
 from runner.survey.cell import CANONICAL_ORDER, Framing, PromptCell
-from runner.sweep.spec import EndpointConfig, Spec
+from runner.sweep.spec import DesignConfig, EndpointConfig, Spec
 
 KEY_HEX_DIGITS = 32
+CHARS_PER_TOKEN = 4  # input-token estimate before the server reports usage
+REVERSED_ORDER: tuple[int, ...] = tuple(reversed(CANONICAL_ORDER))  # design.option_order = "reversed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +39,9 @@ class Sampling:
     top_p: float
     max_tokens: int
     constraint: str = "none"  # constrained decoding kind (runner.sweep.spec.CONSTRAINTS)
+    measurement: str = "sample"  # runner.survey.vocab.MEASUREMENTS
+    top_logprobs: int = 0  # > 0: the request asks for this many next-token alternatives (distribution)
+    draw: int | None = None  # distribution without log-probabilities: which of the K sampled replies (0-based)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +68,8 @@ def cell_key(endpoint: EndpointConfig, prompt: PromptCell, sampling: Sampling, t
     The SHA-256 of the compact JSON list [endpoint name, provider, model, language, mode, questions, framing
     kind, country, age, gender, option order, reply format, template hash, seed, temperature, top_p,
     max_tokens], followed by the constraint only when it is not "none" (so specs without constraints keep the
-    keys they had before constraints existed); first ``KEY_HEX_DIGITS`` hex digits.
+    keys they had before constraints existed), then, for the distribution measurement only, "distribution",
+    top_logprobs and the draw index of a K-sample fallback; first ``KEY_HEX_DIGITS`` hex digits.
     """
     return _key_with(_key_prefix(endpoint, prompt, template_hash), _sampling_json(sampling))
 
@@ -86,6 +92,8 @@ def _key_prefix(endpoint: EndpointConfig, prompt: PromptCell, template_hash: str
         prompt.reply_format,
         template_hash,
     ]
+    if prompt.labels != "digits":  # a factor at its default stays out of the key: old keys hold
+        head.append(prompt.labels)
     return hashlib.sha256(json.dumps(head, separators=(",", ":"))[:-1].encode())
 
 
@@ -94,6 +102,10 @@ def _sampling_json(sampling: Sampling) -> bytes:
     tail: list = [sampling.seed, sampling.temperature, sampling.top_p, sampling.max_tokens]
     if sampling.constraint != "none":
         tail.append(sampling.constraint)
+    if sampling.measurement != "sample":  # a factor at its default stays out of the key: old keys hold
+        tail.extend([sampling.measurement, sampling.top_logprobs])
+        if sampling.draw is not None:
+            tail.append(sampling.draw)
     return ("," + json.dumps(tail, separators=(",", ":"))[1:]).encode()
 
 
@@ -103,11 +115,15 @@ def _key_with(prefix: hashlib._Hash, tail: bytes) -> str:
     return digest.hexdigest()[:KEY_HEX_DIGITS]
 
 
-def framings(spec: Spec) -> tuple[Framing, ...]:
-    """The design's framings in plan order: none (if asked), personas, then identities; countries canonical."""
+def framings(spec: Spec, endpoint: EndpointConfig | None = None) -> tuple[Framing, ...]:
+    """The design's framings in plan order: none (if asked), personas, then identities; countries canonical.
+
+    With ``endpoint``, those of the design that endpoint follows (``Spec.design_for``).
+    """
     from runner.survey.reference import resolve_country
 
-    d = spec.design
+    d = spec.design if endpoint is None else spec.design_for(endpoint)
+    where = "design" if endpoint is None else spec.design_key(endpoint)
     out: list[Framing] = []
     if d.no_persona or (not d.personas and d.identities is None):
         out.append(Framing())
@@ -116,44 +132,193 @@ def framings(spec: Spec) -> tuple[Framing, ...]:
         try:
             return resolve_country(name)
         except ValueError as exc:
-            raise SpecError(f"{spec.source}: {key} = {name!r}: must be a known country ({exc})") from None
+            raise SpecError(f"{spec.source}: {where}.{key} = {name!r}: must be a known country ({exc})") from None
 
-    out.extend(Framing("persona", canonical("design.personas", p)) for p in d.personas)
+    out.extend(Framing("persona", canonical("personas", p)) for p in d.personas)
     if d.identities is not None:
         i = d.identities
         for country, gender, age in itertools.product(i.countries, i.genders, i.ages):
-            out.append(Framing("identity", canonical("design.identities.countries", country), age, gender))
+            out.append(Framing("identity", canonical("identities.countries", country), age, gender))
     if len(set(out)) != len(out):
-        raise SpecError(f"{spec.source}: design: the personas/identities name the same country twice")
+        raise SpecError(f"{spec.source}: {where}: the personas/identities name the same country twice")
     return tuple(out)
 
 
-def question_sets(spec: Spec) -> tuple[tuple[int, ...], ...]:
-    """One question per cell in item mode; all chosen questions together in survey mode."""
-    qs = spec.design.questions
-    return tuple((q,) for q in qs) if spec.design.mode == "item" else (qs,)
+def question_sets(
+    spec: Spec, endpoint: EndpointConfig | None = None, mode: str | None = None
+) -> tuple[tuple[int, ...], ...]:
+    """One question per cell in item mode; all chosen questions together in survey mode.
+
+    ``mode`` defaults to the design's first; ``endpoint`` picks the design that endpoint follows.
+    """
+    d = spec.design if endpoint is None else spec.design_for(endpoint)
+    qs = d.questions
+    return tuple((q,) for q in qs) if (mode or d.modes[0]) == "item" else (qs,)
 
 
 def factor_counts(spec: Spec) -> dict[str, int]:
-    """Levels per factor, in plan order (their product is the number of cells)."""
-    d = spec.design
+    """Levels per factor over the whole plan, in plan order.
+
+    Their product is the number of cells when the plan is one grid (one mode, one design for every endpoint,
+    no K-sample fallback); ``count_cells`` is exact always. ``questions`` counts question sets: one per item,
+    one per survey (so with both modes, questions nest in modes rather than multiply).
+    """
+    designs = [spec.design_for(e) for e in spec.endpoints]
+
+    def levels(get) -> int:
+        return len({x for d in designs for x in get(d)})
+
+    modes = levels(lambda d: d.modes)
+    sets = {qs for e in spec.endpoints for m in spec.design_for(e).modes for qs in question_sets(spec, e, m)}
     return {
         "endpoints": len(spec.endpoints),
-        "languages": len(d.languages),
-        "framings": len(framings(spec)),
-        "questions": len(question_sets(spec)),
-        "reply_formats": len(d.reply_formats),
-        "seeds": len(d.seeds),
-        "temperature": len(d.temperature),
-        "top_p": len(d.top_p),
-        "max_tokens": len(d.max_tokens),
-        "constraints": len(d.constraints),
+        # listed only when the spec sets them, so the plan of a spec without them reads as before
+        **({"modes": modes} if modes > 1 else {}),
+        "languages": levels(lambda d: d.languages),
+        "framings": len({f for e in spec.endpoints for f in framings(spec, e)}),
+        "questions": len(sets),
+        "reply_formats": levels(lambda d: d.reply_formats),
+        "seeds": levels(lambda d: d.seeds),
+        "temperature": levels(lambda d: d.temperature),
+        "top_p": levels(lambda d: d.top_p),
+        "max_tokens": levels(lambda d: d.max_tokens),
+        "constraints": levels(lambda d: d.constraints),
+        **({"option_orders": levels(lambda d: d.option_orders)} if levels(lambda d: d.option_orders) > 1 else {}),
+        **({"option_labels": levels(lambda d: d.option_labels)} if levels(lambda d: d.option_labels) > 1 else {}),
+        **(
+            {"measurements": levels(lambda d: d.measurements)}
+            if any(d.measurements != ("sample",) for d in designs)
+            else {}
+        ),
     }
 
 
 def count_cells(spec: Spec) -> int:
-    """Number of cells in the plan, without generating them."""
-    return math.prod(factor_counts(spec).values())
+    """Number of cells in the plan, by arithmetic over factor sizes (no cell is generated)."""
+    return sum(_prompt_count(spec, e) * _sampling_count(spec.design_for(e), e.provider) for e in spec.endpoints)
+
+
+def _prompt_count(spec: Spec, endpoint: EndpointConfig) -> int:
+    """Distinct prompts (before option shuffles) of one endpoint: modes' question sets × languages × framings × ..."""
+    d = spec.design_for(endpoint)
+    sets = sum(len(question_sets(spec, endpoint, m)) for m in d.modes)
+    per_set = len(d.languages) * len(framings(spec, endpoint)) * len(d.reply_formats) * len(d.option_orders)
+    return sets * per_set * len(d.option_labels)
+
+
+def _sampling_count(d: DesignConfig, provider: str) -> int:
+    """``len(_samplings(d, provider))`` by arithmetic: the sampling grid, K draws per fallback distribution cell."""
+    from runner.sweep.providers.logprobs import supports_logprobs
+
+    grid = len(d.seeds) * len(d.temperature) * len(d.top_p) * len(d.max_tokens) * len(d.constraints)
+    per = sum(1 if m == "sample" or supports_logprobs(provider) else d.samples_per_cell for m in d.measurements)
+    return grid * per
+
+
+@dataclass(frozen=True, slots=True)
+class PlanEstimate:
+    """One endpoint's share of a plan: cells, input tokens (estimate and bound), output tokens at most."""
+
+    cells: int
+    input_tokens: int  # characters of the rendered messages / 4, + 4 per message (``execute.prompt_estimate``)
+    output_tokens: int  # every request's max_tokens: no server returns more
+    input_bound: int = 0  # UTF-8 bytes of the messages + TEMPLATE_TOKENS per message and per request (see below)
+
+
+# Upper bound on input tokens, for tokenizers whose every token covers at least one byte of text (byte-level BPE:
+# GPT, Llama 3, Qwen, SmolLM2; SentencePiece with byte fallback: Llama 2, Gemma, Mistral — plus one "▁" per
+# message): UTF-8 bytes of each message's content, plus at most TEMPLATE_TOKENS per message for the chat template
+# (OpenAI documents 3-4; ChatML, Llama 3 and Gemma templates add 4-6) and TEMPLATE_TOKENS per request (priming,
+# BOS). ``hofcat plan --tokenize`` replaces the bound by exact counts from a llama.cpp server's own tokenizer.
+TEMPLATE_TOKENS = 8
+
+
+def estimate(spec: Spec, endpoint: EndpointConfig) -> PlanEstimate:
+    """Cells and tokens of ``endpoint``'s part of the plan, by arithmetic over factor sizes (no cell is made).
+
+    Tokens count every distinct prompt once times the samplings that send it. The input estimate of a prompt
+    is separable, as the templates are: system text (reply format) + framing text + question text. So each
+    framing and each question set is rendered once per language, mode and format, and the sum over their
+    product comes from the counts of the distinct lengths. The separation is checked on one more prompt and,
+    should a template ever join framing and question, every prompt is rendered instead. Option orders only
+    permute the options (the length stays), so the canonical order stands for all; option labels change it,
+    so the bound sums over them.
+    """
+    d = spec.design_for(endpoint)
+    samplings = _sampling_count(d, endpoint.provider)
+    grid = samplings // len(d.max_tokens)  # samplings per max_tokens level
+    prompts = _prompt_count(spec, endpoint)
+    fs = framings(spec, endpoint)
+    total = bound = 0
+    for mode, language, fmt in itertools.product(d.modes, d.languages, d.reply_formats):
+        sets = question_sets(spec, endpoint, mode)
+        total += _prompt_tokens(language, mode, fmt, fs, sets, _ESTIMATE)
+        bound += sum(_prompt_tokens(language, mode, fmt, fs, sets, _BOUND, labels) for labels in d.option_labels)
+    return PlanEstimate(
+        cells=prompts * samplings,
+        input_tokens=total * len(d.option_orders) * len(d.option_labels) * samplings,  # labels: about equal length
+        output_tokens=prompts * grid * sum(d.max_tokens),
+        input_bound=bound * len(d.option_orders) * samplings,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Measure:
+    """How a prompt's size is counted: per-text size, size units per token, tokens per message and per request."""
+
+    size: Callable[[str], int]
+    per_token: int
+    per_message: int
+    per_request: int
+
+
+_ESTIMATE = _Measure(len, CHARS_PER_TOKEN, 4, 0)
+_BOUND = _Measure(lambda text: len(text.encode("utf-8", "surrogatepass")), 1, TEMPLATE_TOKENS, TEMPLATE_TOKENS)
+
+
+def _prompt_tokens(
+    language: str,
+    mode: str,
+    fmt: str,
+    fs: tuple[Framing, ...],
+    sets: tuple[tuple[int, ...], ...],
+    measure: _Measure,
+    labels: str = "digits",
+) -> int:
+    """Σ over framings × question sets of the prompts' sizes in tokens under ``measure`` (see ``estimate``)."""
+    from runner.survey.prompts import build_messages
+
+    def cell(framing: Framing, questions: tuple[int, ...]) -> PromptCell:
+        return PromptCell(language, mode, questions, framing, CANONICAL_ORDER, fmt, labels)
+
+    def prompt_tokens(prompt: PromptCell) -> int:
+        messages = build_messages(prompt)
+        size = sum(measure.size(m["content"]) for m in messages)
+        return size // measure.per_token + measure.per_message * len(messages) + measure.per_request
+
+    def chars(framing: Framing, questions: tuple[int, ...]) -> tuple[int, int]:
+        messages = build_messages(cell(framing, questions))
+        return sum(measure.size(m["content"]) for m in messages), len(messages)
+
+    base, n_messages = chars(fs[0], sets[0])
+    by_framing = Counter(chars(f, sets[0])[0] for f in fs)
+    by_questions = Counter(chars(fs[0], q)[0] - base for q in sets)
+    if chars(fs[-1], sets[-1])[0] != chars(fs[-1], sets[0])[0] + chars(fs[0], sets[-1])[0] - base:
+        return sum(prompt_tokens(cell(f, q)) for f in fs for q in sets)  # not separable: every prompt, rendered
+    overhead = measure.per_message * n_messages + measure.per_request
+    return sum(
+        nf * nq * ((a + b) // measure.per_token) for a, nf in by_framing.items() for b, nq in by_questions.items()
+    ) + overhead * len(fs) * len(sets)
+
+
+def input_bound(messages: list[dict[str, str]]) -> int:
+    """Most input tokens chat messages can take (``TEMPLATE_TOKENS``): UTF-8 bytes plus the template's tokens."""
+    return _BOUND.per_message * len(messages) + _BOUND.per_request + sum(_BOUND.size(m["content"]) for m in messages)
+
+
+def input_estimate(messages: list[dict[str, str]]) -> int:
+    """Estimated input tokens of chat messages: their characters / ``CHARS_PER_TOKEN``, plus 4 per message."""
+    return sum(len(m["content"]) for m in messages) // CHARS_PER_TOKEN + 4 * len(messages)
 
 
 def validate_plan(spec: Spec) -> None:
@@ -165,50 +330,226 @@ def validate_plan(spec: Spec) -> None:
         load_reference(spec.run.reference)
     except ValueError as exc:
         raise SpecError(f"{spec.source}: run.reference = {spec.run.reference!r}: {exc}") from None
-    d = spec.design
-    for language, framing, fmt in itertools.product(d.languages, framings(spec), d.reply_formats):
-        try:
-            validate_cell(PromptCell(language, d.mode, question_sets(spec)[0], framing, reply_format=fmt))
-        except ValueError as exc:
-            raise SpecError(f"{spec.source}: design (language {language!r}, reply_format {fmt!r}): {exc}") from None
+    seen = set()
+    for endpoint in spec.endpoints:
+        d = spec.design_for(endpoint)
+        if id(d) in seen:
+            continue
+        seen.add(id(d))
+        where = spec.design_key(endpoint)
+        for mode, language, framing, fmt in itertools.product(
+            d.modes, d.languages, framings(spec, endpoint), d.reply_formats
+        ):
+            try:
+                validate_cell(
+                    PromptCell(language, mode, question_sets(spec, endpoint, mode)[0], framing, reply_format=fmt)
+                )
+            except ValueError as exc:
+                raise SpecError(
+                    f"{spec.source}: {where} (language {language!r}, reply_format {fmt!r}): {exc}"
+                ) from None
 
 
 def iter_cells(spec: Spec, endpoint: EndpointConfig | None = None) -> Iterator[PlannedCell]:
-    """The plan's cells in order (endpoint, language, framing, questions, format, seed, T, top_p, max tokens,
-    constraint).
+    """The plan's cells in order (endpoint, mode, language, framing, questions, format, option order, seed, T,
+    top_p, max tokens, constraint, measurement).
 
-    With ``endpoint``, only that endpoint's cells. Lazy: holds one cell at a time.
+    With ``endpoint``, only that endpoint's cells. Each endpoint's cells follow its design
+    (``Spec.design_for``). Lazy: holds one cell at a time.
     """
-    d = spec.design
-    endpoints = spec.endpoints if endpoint is None else (endpoint,)
-    samplings = [
-        (Sampling(*s), _sampling_json(Sampling(*s)))
-        for s in itertools.product(d.seeds, d.temperature, d.top_p, d.max_tokens, d.constraints)
-    ]
-    for ep, language, framing, questions, fmt in itertools.product(
-        endpoints, d.languages, framings(spec), question_sets(spec), d.reply_formats
+    for ep in spec.endpoints if endpoint is None else (endpoint,):
+        yield from _endpoint_cells(spec, ep)
+
+
+def _endpoint_cells(spec: Spec, ep: EndpointConfig) -> Iterator[PlannedCell]:
+    d = spec.design_for(ep)
+    samplings = _samplings(d, ep.provider)
+    fs = framings(spec, ep)
+    for mode in d.modes:
+        for language, framing, questions, fmt, order, labels in itertools.product(
+            d.languages, fs, question_sets(spec, ep, mode), d.reply_formats, d.option_orders, d.option_labels
+        ):
+            fixed = REVERSED_ORDER if order == "reversed" else CANONICAL_ORDER
+            prompt = PromptCell(language, mode, questions, framing, fixed, fmt, labels)
+            thash = _template_hash(prompt)
+            prefix = _key_prefix(ep, prompt, thash)
+            for sampling, tail in samplings:
+                shuffle_seed = None
+                if order == "shuffled":  # the order, hence the prompt, differs per sampling seed
+                    shuffle_seed = derive_seed(
+                        spec.run.seed,
+                        "option_order",
+                        language,
+                        framing.kind,
+                        framing.country,
+                        framing.age,
+                        framing.gender,
+                        list(questions),
+                        sampling.seed,
+                    )
+                    prompt = PromptCell(language, mode, questions, framing, _shuffled(shuffle_seed), fmt, labels)
+                    thash = _template_hash(prompt)
+                    prefix = _key_prefix(ep, prompt, thash)
+                    if len(d.option_orders) > 1 and prompt.option_order in (CANONICAL_ORDER, REVERSED_ORDER):
+                        # a shuffle that happens to give a fixed order the design also asks: a cell of its own
+                        prefix.update(b',"shuffled"')
+                yield PlannedCell(_key_with(prefix, tail), ep, prompt, sampling, thash, shuffle_seed)
+
+
+def _samplings(d: DesignConfig, provider: str) -> list[tuple[Sampling, bytes]]:
+    """Every sampling of design ``d`` for one provider, with its key tail, in plan order (measurement last).
+
+    A distribution cell asks for ``top_logprobs`` alternatives where the provider's API returns them, and
+    becomes ``samples_per_cell`` sampled replies (draws 0…K-1) where it cannot (``measurement_fallback``).
+    """
+    from runner.sweep.providers.logprobs import supports_logprobs
+
+    out = []
+    for *base, measurement in itertools.product(
+        d.seeds, d.temperature, d.top_p, d.max_tokens, d.constraints, d.measurements
     ):
-        prompt = PromptCell(language, d.mode, questions, framing, CANONICAL_ORDER, fmt)
-        thash = _template_hash(prompt)
-        prefix = _key_prefix(ep, prompt, thash)
-        for sampling, tail in samplings:
-            shuffle_seed = None
-            if d.shuffle_options:  # the order, hence the prompt, differs per sampling seed
-                shuffle_seed = derive_seed(
-                    spec.run.seed,
-                    "option_order",
-                    language,
-                    framing.kind,
-                    framing.country,
-                    framing.age,
-                    framing.gender,
-                    list(questions),
-                    sampling.seed,
-                )
-                prompt = PromptCell(language, d.mode, questions, framing, _shuffled(shuffle_seed), fmt)
-                thash = _template_hash(prompt)
-                prefix = _key_prefix(ep, prompt, thash)
-            yield PlannedCell(_key_with(prefix, tail), ep, prompt, sampling, thash, shuffle_seed)
+        if measurement == "sample":
+            variants = [Sampling(*base)]
+        elif supports_logprobs(provider):
+            variants = [Sampling(*base, measurement=measurement, top_logprobs=d.top_logprobs)]
+        else:
+            variants = [Sampling(*base, measurement=measurement, draw=i) for i in range(d.samples_per_cell)]
+        out.extend((s, _sampling_json(s)) for s in variants)
+    return out
+
+
+def measurement_fallback(spec: Spec) -> dict[str, str]:
+    """Endpoint name → how its distribution cells are measured instead, for endpoints without log-probabilities."""
+    from runner.sweep.providers.logprobs import supports_logprobs
+
+    out = {}
+    for e in spec.endpoints:
+        d = spec.design_for(e)
+        if "distribution" in d.measurements and not supports_logprobs(e.provider):
+            k = d.samples_per_cell
+            out[e.name] = (
+                f"{k} sampled replies per distribution cell (the {e.provider} API returns no log-probabilities)"
+            )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The part of a plan one session sends: per endpoint, in spec order, how many of its first cells.
+
+    ``select(spec)`` is the whole plan; ``--limit`` and ``--endpoint`` narrow it. Each endpoint's cells are
+    always a prefix of its plan order, so a later session without them resumes exactly the rest.
+    """
+
+    quotas: tuple[tuple[EndpointConfig, int], ...]
+    planned: int  # cells in the whole plan
+    limit: int | None = None  # the --limit that made it, if any
+
+    @property
+    def cells(self) -> int:
+        """Cells selected."""
+        return sum(n for _, n in self.quotas)
+
+    @property
+    def endpoints(self) -> tuple[EndpointConfig, ...]:
+        """The endpoints with cells selected, in spec order."""
+        return tuple(e for e, n in self.quotas if n > 0)
+
+    def quota(self, endpoint: EndpointConfig) -> int:
+        """How many of ``endpoint``'s first cells are selected (0 when it is not)."""
+        return next((n for e, n in self.quotas if e.name == endpoint.name), 0)
+
+    def iter_cells(self, spec: Spec, endpoint: EndpointConfig) -> Iterator[PlannedCell]:
+        """``endpoint``'s selected cells: the first ``quota(endpoint)`` of its plan order. Lazy."""
+        return itertools.islice(iter_cells(spec, endpoint), self.quota(endpoint))
+
+
+def select(spec: Spec, *, endpoints: Sequence[str] = (), limit: int | None = None) -> Selection:
+    """The cells a session sends: only ``endpoints`` (names; all when empty), then the first ``limit`` of them.
+
+    The limit is stratified: cells are dealt round-robin by endpoint in spec order (an endpoint whose cells
+    run out drops out of the deal), so a pilot of N cells asks every endpoint about equally. Deterministic;
+    computed from the counts alone. ``SpecError`` for an unknown name or a limit below 1.
+    """
+    names = [e.name for e in spec.endpoints]
+    for name in endpoints:
+        if name not in names:
+            raise SpecError(f"{spec.source}: --endpoint {name!r}: no such endpoint (endpoints: {', '.join(names)})")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise SpecError(f"{spec.source}: --limit {limit!r}: must be an integer >= 1")
+    sizes = {e.name: _prompt_count(spec, e) * _sampling_count(spec.design_for(e), e.provider) for e in spec.endpoints}
+    chosen = [e for e in spec.endpoints if not endpoints or e.name in endpoints]
+    quotas = {e.name: sizes[e.name] for e in chosen}
+    if limit is not None:
+        quotas = _round_robin({e.name: sizes[e.name] for e in chosen}, limit)
+    return Selection(tuple((e, quotas[e.name]) for e in chosen), sum(sizes.values()), limit)
+
+
+def _round_robin(sizes: dict[str, int], limit: int) -> dict[str, int]:
+    """How many cells each endpoint gets when ``limit`` cells are dealt one per endpoint per round, in order.
+
+    By whole rounds at a time (water-filling), so a deal of 10^9 cells costs one step per endpoint.
+    """
+    quotas = dict.fromkeys(sizes, 0)
+    left = limit
+    active = [name for name, n in sizes.items() if n > 0]
+    while left > 0 and active:
+        rounds = left // len(active)
+        if rounds == 0:  # the last, partial round: one each to the first endpoints in order
+            for name in active[:left]:
+                quotas[name] += 1
+            break
+        for name in active:
+            take = min(rounds, sizes[name] - quotas[name])
+            quotas[name] += take
+            left -= take
+        active = [name for name in active if quotas[name] < sizes[name]]
+    return quotas
+
+
+ASSUMED_REPLY_S = 1.0  # seconds per reply assumed for an endpoint without rate limits (only concurrency bounds it)
+
+
+def eta_s(endpoint: EndpointConfig, est: PlanEstimate) -> tuple[float, str]:
+    """The least time (seconds) ``est``'s cells take at ``endpoint``'s limits, and how it was estimated.
+
+    The slowest of: ``requests_per_minute`` per ``rate_window_s``; ``tokens_per_minute`` at the estimated
+    prompt + ``max_tokens`` per request (what providers count); ``max_concurrency`` requests per
+    ``ASSUMED_REPLY_S``. A lower bound: retries and slower replies only add to it.
+    """
+    if est.cells == 0:
+        return 0.0, "nothing to send"
+    bounds = [
+        (
+            endpoint.max_concurrency / ASSUMED_REPLY_S,
+            f"max_concurrency {endpoint.max_concurrency} at an assumed {ASSUMED_REPLY_S:g} s per reply",
+        )
+    ]
+    if endpoint.requests_per_minute:
+        bounds.append(
+            (
+                endpoint.requests_per_minute / endpoint.rate_window_s,
+                f"requests_per_minute {endpoint.requests_per_minute}",
+            )
+        )
+    if endpoint.tokens_per_minute:
+        per_request = max((est.input_tokens + est.output_tokens) / est.cells, 1.0)
+        bounds.append(
+            (
+                endpoint.tokens_per_minute / endpoint.rate_window_s / per_request,
+                f"tokens_per_minute {endpoint.tokens_per_minute} at ~{per_request:.0f} tokens per request",
+            )
+        )
+    rate, basis = min(bounds, key=lambda b: b[0])
+    return est.cells / rate, f"{rate * 60:.6g} requests/min ({basis})"
+
+
+def format_duration(seconds: float) -> str:
+    """``seconds`` as a short human duration: 45 s, 12 min, 3.5 h, 2.1 days, 3.2 years."""
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= 2 * size if unit != "min" else seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
 
 
 @lru_cache(maxsize=4096)

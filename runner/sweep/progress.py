@@ -1,7 +1,8 @@
 """Run counters and their display: a live rich panel on a terminal, a plain log line per minute elsewhere.
 
 The executor only increments counters in ``RunStats``; ``Progress`` reads them on its own schedule, so the
-display never slows the run.
+display never slows the run. ETAs are per endpoint (its cells left / its own rate): a pooled rate says
+seconds when every cell left is on a slow endpoint. The run's ETA is the largest endpoint ETA.
 """
 
 from __future__ import annotations
@@ -25,8 +26,30 @@ class EndpointStats:
     failed: int = 0
     retries: int = 0
     rate_limited: int = 0
+    capped_waits: int = 0  # retries where the server asked to wait longer than max_retry_wait_s
+    planned: int | None = None  # this endpoint's cells in the plan (None: unknown, no ETA of its own)
+    already_stored: int = 0  # of planned: skipped because an earlier session stored an outcome
+    stopped: bool = False  # stopped after fatal client errors: no ETA
+    started: float = field(default_factory=time.monotonic)
     in_flight: Callable[[], int] = lambda: 0
     concurrency_limit: Callable[[], int] = lambda: 0
+
+    def remaining(self) -> int | None:
+        """Planned cells of this endpoint without an outcome yet (None when ``planned`` is unknown)."""
+        if self.planned is None:
+            return None
+        return max(0, self.planned - self.already_stored - self.done - self.failed)
+
+    def eta_s(self) -> float | None:
+        """Seconds until this endpoint's cells are done at its own rate; 0 when none are left, None if unknown."""
+        left = self.remaining()
+        if left == 0:
+            return 0.0
+        elapsed = time.monotonic() - self.started
+        finished = self.done + self.failed
+        if left is None or self.stopped or finished == 0 or elapsed <= 0:
+            return None
+        return left * elapsed / finished
 
 
 @dataclass
@@ -44,6 +67,9 @@ class RunStats:
     started: float = field(default_factory=time.monotonic)
     endpoints: dict[str, EndpointStats] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    capped_waits: int = 0  # server-requested waits cut to max_retry_wait_s
+    stopped_endpoints: dict[str, str] = field(default_factory=dict)  # name → why it was stopped
+    planned: dict[str, int] = field(default_factory=dict)  # endpoint name → its cells in the plan
 
     def rate(self) -> float:
         """Cells finished (stored or failed) per second since the start."""
@@ -55,7 +81,11 @@ class RunStats:
         return self.already_stored + self.done + self.failed
 
     def eta_s(self) -> float | None:
-        """Seconds left at the current rate (None before the first cell)."""
+        """Seconds left: the slowest endpoint's ETA when each knows its plan, else the pooled rate's (None: unknown)."""
+        live = [e for e in self.endpoints.values() if not e.stopped]
+        if live and all(e.planned is not None for e in live):
+            etas = [e.eta_s() for e in live]
+            return None if None in etas else max(etas)
         rate = self.rate()
         left = self.total - self.finished()
         return left / rate if rate > 0 else None
@@ -71,10 +101,13 @@ class RunStats:
             f"ETA {_duration(eta)}",
             f"tokens {self.input_tokens} in / {self.output_tokens} out",
         ]
+        if self.capped_waits:
+            parts.append(f"{self.capped_waits} server waits capped")
         for e in self.endpoints.values():
             limit = "unlimited" if e.requests_per_minute is None else f"{e.requests_per_minute} rpm"
             parts.append(
-                f"{e.name}: {e.in_flight()}/{e.concurrency_limit()} in flight (max {e.max_concurrency}), {limit}"
+                f"{e.name}: {e.in_flight()}/{e.concurrency_limit()} in flight (max {e.max_concurrency}), {limit}, "
+                f"{_endpoint_eta(e)}"
             )
         return " | ".join(parts)
 
@@ -149,9 +182,13 @@ class Progress:
                 f"  {e.name}",
                 f"in flight {e.in_flight()}/{e.concurrency_limit()} (max {e.max_concurrency})",
                 limit,
-                f"done {e.done} failed {e.failed} 429s {e.rate_limited}",
+                f"done {e.done} failed {e.failed} 429s {e.rate_limited} {_endpoint_eta(e)}",
             )
         return table
+
+
+def _endpoint_eta(e: EndpointStats) -> str:
+    return "stopped" if e.stopped else f"ETA {_duration(e.eta_s())}"
 
 
 def _duration(seconds: float | None) -> str:

@@ -2,30 +2,35 @@
 
 Retried: HTTP 429, 408 and 5xx, connection errors, timeouts and unreadable bodies (``RetryableError``).
 Waits are full-jitter exponential (``initial_s * 2**n`` capped at ``max_wait_s``, uniformly drawn from 0 to
-that) but never shorter than what the server asked for in ``Retry-After`` (seconds or HTTP date),
-``retry-after-ms`` or the ``x-ratelimit-reset-*`` / ``anthropic-ratelimit-*-reset`` headers. Nothing else in
-hofcat sleeps to retry.
+that) but never shorter than what the server asked for in ``Retry-After`` (seconds or HTTP date) or
+``retry-after-ms``, itself capped at ``max_retry_wait_s`` (a server asking for a day, or for ``inf``, gets the
+cap and a note). A value that does not parse (``soon-ish``, an impossible date, a negative number, NaN) is no
+wait at all: the policy's own backoff applies. The ``x-ratelimit-reset-*`` (OpenAI) and
+``anthropic-ratelimit-*-reset`` headers are NOT waits: they say when a window fully resets, arrive on every
+reply, and would stall every retry of a 5xx for minutes. Nothing else in hofcat sleeps to retry.
 """
 
 from __future__ import annotations
 
 import email.utils
+import math
 import random
-import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TypeVar
+from datetime import UTC
+from typing import TYPE_CHECKING, TypeVar
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from runner.errors import RetryableError
 
+if TYPE_CHECKING:
+    from runner.sweep.spec import EndpointConfig
+
 T = TypeVar("T")
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+MAX_RETRY_WAIT_S = 300.0  # default cap on a server-requested wait
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +39,17 @@ class RetryPolicy:
 
     max_retries: int = 6  # attempts after the first
     initial_s: float = 0.5
-    max_wait_s: float = 60.0
+    max_wait_s: float = 60.0  # cap of the policy's own backoff
+    max_retry_wait_s: float = MAX_RETRY_WAIT_S  # cap of a wait the server asks for (Retry-After)
+
+    @classmethod
+    def of(cls, endpoint: EndpointConfig) -> RetryPolicy:
+        """The policy of one spec endpoint (its ``max_retries`` and ``max_retry_wait_s``)."""
+        return cls(endpoint.max_retries, max_retry_wait_s=endpoint.max_retry_wait_s)
+
+    def server_wait_s(self, server_s: float | None) -> float | None:
+        """The server's requested wait (seconds) capped at ``max_retry_wait_s``; None when it asked none."""
+        return None if server_s is None else min(server_s, self.max_retry_wait_s)
 
     def describe(self) -> dict[str, object]:
         """The policy as plain data, for the run manifest."""
@@ -42,7 +57,9 @@ class RetryPolicy:
             "max_retries": self.max_retries,
             "initial_s": self.initial_s,
             "max_wait_s": self.max_wait_s,
-            "backoff": "full-jitter exponential, at least the server's Retry-After",
+            "max_retry_wait_s": self.max_retry_wait_s,
+            "backoff": "full-jitter exponential, at least the server's Retry-After (capped at max_retry_wait_s)",
+            "waits_from": ["Retry-After", "retry-after-ms"],
             "retried": ["429", "408", "5xx", "connection errors", "timeouts", "unreadable bodies"],
         }
 
@@ -53,30 +70,34 @@ def should_retry(exc: BaseException) -> bool:
 
 
 def retry_after_s(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """Seconds the server asks us to wait, from the first of its rate-limit headers present; None if none.
+    """Seconds the server asks us to wait (``retry-after-ms``, else ``Retry-After``); None if it asks nothing usable.
 
-    ``now`` is the Unix time used for absolute dates (defaults to the current time).
+    ``now`` is the Unix time used for HTTP dates (defaults to the current time). Unparseable, negative and
+    NaN values are None (the caller's backoff applies); a date in the past is 0; ``inf`` stays ``inf`` (the
+    policy caps it). Reset headers (``x-ratelimit-reset-*``, ``anthropic-ratelimit-*-reset``) are ignored.
     """
     lower = {k.lower(): v for k, v in headers.items()}
     if "retry-after-ms" in lower:
         return _nonneg(_float(lower["retry-after-ms"]), 0.001)
-    if "retry-after" in lower:
-        value = lower["retry-after"].strip()
-        seconds = _float(value)
-        if seconds is None:
-            parsed = email.utils.parsedate_to_datetime(value) if value else None
-            seconds = None if parsed is None else parsed.timestamp() - (now if now is not None else time.time())
+    if "retry-after" not in lower:
+        return None
+    value = lower["retry-after"].strip()
+    seconds = _float(value)
+    if seconds is not None:
         return _nonneg(seconds)
-    resets = [_duration(v) for k, v in lower.items() if k.startswith("x-ratelimit-reset")]
-    resets += [_until(v, now) for k, v in lower.items() if k.startswith("anthropic-ratelimit") and k.endswith("-reset")]
-    found = [r for r in resets if r is not None]
-    return max(found) if found else None
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):  # 'soon-ish', 'Feb 30', a year past 9999
+        return None
+    if parsed.tzinfo is None:  # "-0000": UTC, of unknown local offset
+        parsed = parsed.replace(tzinfo=UTC)
+    return max(0.0, parsed.timestamp() - (now if now is not None else time.time()))
 
 
 def backoff_s(attempt: int, policy: RetryPolicy, server_s: float | None, rng: random.Random) -> float:
     """Wait before attempt ``attempt + 1`` (attempt counts from 1): jittered exponential, at least ``server_s``."""
-    cap = min(policy.max_wait_s, policy.initial_s * 2 ** (attempt - 1))
-    return max(rng.uniform(0.0, cap), server_s or 0.0)
+    cap = min(policy.max_wait_s, policy.initial_s * 2 ** min(attempt - 1, 64))
+    return max(rng.uniform(0.0, cap), policy.server_wait_s(server_s) or 0.0)
 
 
 async def call_with_retries(
@@ -139,27 +160,7 @@ def _float(text: str) -> float | None:
 
 
 def _nonneg(value: float | None, scale: float = 1.0) -> float | None:
-    return None if value is None else max(0.0, value * scale)
-
-
-def _duration(text: str) -> float | None:
-    """OpenAI-style reset durations: '1s', '6m0s', '20ms', '1h2m3.5s', or bare seconds."""
-    text = text.strip()
-    plain = _float(text)
-    if plain is not None:
-        return max(0.0, plain)
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
+    """``value * scale`` when it is a wait (>= 0, not NaN; inf kept for the cap), else None."""
+    if value is None or math.isnan(value) or value < 0:
         return None
-    return sum(float(n) * _UNIT_S[u] for n, u in parts)
-
-
-def _until(text: str, now: float | None) -> float | None:
-    """Seconds until an RFC 3339 timestamp (Anthropic's reset headers)."""
-    try:
-        moment = datetime.fromisoformat(text.strip())  # Python 3.11 reads a trailing "Z" as UTC
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return None
-    return max(0.0, moment.timestamp() - (now if now is not None else time.time()))
+    return value * scale

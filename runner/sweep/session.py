@@ -14,20 +14,39 @@ describes the endpoint the run started against, and re-probing would silently re
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import itertools
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from runner.errors import ProbeError, UsageError
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from runner.errors import ProbeError, RunDirError, UsageError
 from runner.parse.answers import CURRENT
 from runner.parse.stage import parse_part, update_answers
-from runner.rundir import FORMAT, RunWriter, stored_keys, versions
+from runner.rundir import FORMAT, Batch, Committed, RunWriter, store_error, stored_key_columns, versions
+from runner.sweep.batch_run import BatchRunner
+from runner.sweep.cache import CachingFactory, ResponseCache, cache_dir
 from runner.sweep.execute import Executor, RunResult, api_key_for, unsupported_parameters
-from runner.sweep.plan import PlannedCell, count_cells, factor_counts, iter_cells, validate_plan
+from runner.sweep.plan import (
+    PlannedCell,
+    Selection,
+    count_cells,
+    factor_counts,
+    iter_cells,
+    measurement_fallback,
+    select,
+    validate_plan,
+)
 from runner.sweep.probe import DeterminismProbe, probe_determinism
 from runner.sweep.progress import Progress, RunStats
+from runner.sweep.replicas import ReplicaFactory, executor_view, replica_probe_summary
 from runner.sweep.retry import RetryPolicy
 from runner.sweep.spec import EndpointConfig, Spec
 from runner.sweep.transport import TransportFactory, aiohttp_transport
@@ -42,6 +61,7 @@ def build_manifest(spec: Spec) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "run_name": spec.run.name,
+        "run_id": uuid.uuid4().hex,  # kept from the first session: a resume reads the manifest it wrote
         "spec_hash": spec.spec_hash,
         "spec": spec.raw,
         "spec_source": spec.source,
@@ -60,12 +80,14 @@ def build_manifest(spec: Spec) -> dict[str, Any]:
             else "canonical order 1-5",
         },
         "policies": {
-            "retry": {e.name: RetryPolicy(e.max_retries).describe() for e in spec.endpoints},
+            "retry": {e.name: RetryPolicy.of(e).describe() for e in spec.endpoints},
             "limits": {
                 e.name: {
                     "requests_per_minute": e.requests_per_minute,
                     "tokens_per_minute": e.tokens_per_minute,
                     "burst_per_s": e.burst,
+                    "paced": "admissions spread evenly over the window" if e.burst is None else "no (burst set)",
+                    "stop_after_fatal": e.stop_after_fatal,
                     "window_s": e.rate_window_s,
                     "window_counts": "from admission until window_s after the response",
                     "max_concurrency": e.max_concurrency,
@@ -78,6 +100,7 @@ def build_manifest(spec: Spec) -> dict[str, Any]:
         },
         "unsupported_parameters": {e.name: unsupported_parameters(e) for e in spec.endpoints},
         "plan": {"cells": count_cells(spec), "factors": factor_counts(spec)},
+        "measurement_fallback": measurement_fallback(spec),  # endpoints whose distribution cells are K samples
     }
 
 
@@ -90,8 +113,13 @@ def run_sweep(
     live: bool | None = None,
     log_every_s: float = 60.0,
     transport_factory: TransportFactory = aiohttp_transport,
+    selection: Selection | None = None,
+    wait: bool = True,
 ) -> RunResult:
     """Run (or resume) ``spec`` into run directory ``out``; progress goes to ``stream`` (stderr).
+
+    ``selection`` (``runner.sweep.plan.select``: ``--limit``, ``--endpoint``) sends only part of the plan; the
+    manifest still records the whole plan, and a later session without it resumes the rest.
 
     Owns an event loop for the sweep; inside a running loop (a notebook) ``await run_sweep_async(...)``.
     """
@@ -107,6 +135,8 @@ def run_sweep(
             log_every_s=log_every_s,
             transport_factory=transport_factory,
             handle_signals=handle_signals,
+            selection=selection,
+            wait=wait,
         )
     )
 
@@ -121,20 +151,31 @@ async def run_sweep_async(
     log_every_s: float = 60.0,
     transport_factory: TransportFactory = aiohttp_transport,
     handle_signals: bool = False,
+    selection: Selection | None = None,
+    wait: bool = True,
 ) -> RunResult:
-    """``run_sweep`` as a coroutine, on the caller's event loop; installs no signal handlers unless asked."""
+    """``run_sweep`` as a coroutine, on the caller's event loop; installs no signal handlers unless asked.
+
+    ``wait=False``: batch endpoints submit their batches and return; a later session collects them."""
     validate_plan(spec)
-    for endpoint in spec.endpoints:
+    selection = selection or select(spec)
+    for endpoint in selection.endpoints:
         api_key_for(endpoint, spec.source)  # fail before touching the directory when a key is missing
     stream = stream or sys.stderr
+    cache_root = cache_dir(spec)  # [run] cache or HOFCAT_CACHE
+    response_cache = None if cache_root is None else ResponseCache(cache_root)  # fails before the directory opens
     writer = RunWriter.open_run(out, build_manifest(spec), batch_rows=spec.run.batch_rows)
-    stats = RunStats(total=count_cells(spec))
+    sweep_transports = _sweep_transports(spec, writer, transport_factory, response_cache)
+    stats = RunStats(total=selection.cells)
+    stats.planned = {e.name: selection.quota(e) for e in selection.endpoints}
     progress = Progress(stats, stream=stream, live=live, log_every_s=log_every_s)
 
-    def commit() -> None:
-        committed = writer.flush()  # the responses part just written, handed on without reading it back
-        if committed is not None:
-            parse_part(writer, *committed)
+    def commit_batch(batch: Batch) -> Committed:
+        """Commit a batch and parse its responses part (run in the executor's flush thread)."""
+        committed = writer.commit_batch(batch)
+        if committed.responses is not None:  # the part just written, handed on without reading it back
+            parse_part(writer, committed.part, committed.responses)
+        return committed
 
     executor = Executor(
         writer,
@@ -142,34 +183,53 @@ async def run_sweep_async(
         progress,
         flush_interval_s=spec.run.flush_interval_s,
         rng_seed=spec.run.seed,
-        commit=commit,
-        transport_factory=transport_factory,
+        commit_batch=commit_batch,
+        transport_factory=sweep_transports[-1],  # replicas, then the response cache over them
         handle_signals=handle_signals,
     )
     interrupted = True
+    failure: BaseException | None = None
+    batch_outcomes: dict[str, Any] = {}
     try:
         update_answers(writer)  # responses a crash left without their answers part
         if spec.run.determinism_probe:
-            await _probe_endpoints(spec, writer, stream, transport_factory)
-        done, failed = stored_keys(writer.layout)
-        if retry_failed:
-            failed = set()
-        work = [(e, _unstored(iter_cells(spec, e), done, failed, stats)) for e in spec.endpoints]
-        interrupted = await executor.run(work)
-    finally:
-        try:
-            commit()
-        finally:
-            writer.close(
-                {
-                    "outcome": "interrupted" if interrupted else "complete",
-                    "stored": stats.done,
-                    "failed": stats.failed,
-                    "already_stored": stats.already_stored,
-                    "failed_before": stats.failed_before,
-                    "retry_failed": retry_failed,
-                }
+            await _probe_endpoints(
+                dataclasses.replace(spec, endpoints=selection.endpoints), writer, stream, transport_factory
             )
+        work = _remaining_work(spec, writer, stats, retry_failed, selection)
+        batched = _batch_runners(spec, writer, stats, progress, commit_batch, work)
+        try:  # batches first (submitting is quick), the online sweep, then polling the batches to the end
+            for runner, cells in batched:
+                await runner.submit(cells)
+            interrupted = await executor.run([(executor_view(e), c) for e, c in work if e.execution != "batch"])
+            for runner, _ in batched:
+                batch_outcomes[runner.endpoint.name] = outcome = await runner.finish(wait=wait)
+                interrupted = interrupted or (wait and outcome.open > 0)
+        finally:
+            for runner, _ in batched:
+                await runner.close()
+    except BaseException as exc:
+        failure = exc
+        raise
+    finally:
+        last = _commit_rest(writer, commit_batch)
+        error = failure if isinstance(failure, RunDirError) else last
+        record = {
+            "outcome": "store_error" if error else "interrupted" if interrupted else "complete",
+            "stored": stats.done,
+            "failed": stats.failed,
+            "already_stored": stats.already_stored,
+            "failed_before": stats.failed_before,
+            "retry_failed": retry_failed,
+            "capped_retry_waits": stats.capped_waits,
+            "stopped_endpoints": dict(stats.stopped_endpoints),
+        }
+        if batch_outcomes:
+            record["batches"] = {name: dataclasses.asdict(o) for name, o in batch_outcomes.items()}
+        record.update(_transport_record(sweep_transports))
+        writer.close({**record, "error": str(error)} if error else record)
+        if last is not None and failure is None:
+            raise last
     return RunResult(
         stats.done,
         stats.failed,
@@ -177,7 +237,40 @@ async def run_sweep_async(
         interrupted,
         {e.name: unsupported_parameters(e) for e in spec.endpoints},
         stats.failed_before,
+        dict(stats.stopped_endpoints),
+        sum(o.open for o in batch_outcomes.values()),
     )
+
+
+def _batch_runners(
+    spec: Spec,
+    writer: RunWriter,
+    stats: RunStats,
+    progress: Progress,
+    commit_batch: Callable[[Batch], Committed],
+    work: list[tuple[EndpointConfig, Iterable[PlannedCell]]],
+) -> list[tuple[BatchRunner, Iterable[PlannedCell]]]:
+    """A ``BatchRunner`` per endpoint with ``execution = "batch"``, with its unstored cells."""
+
+    def commit() -> None:  # everything buffered, in parts of at most batch_rows
+        while (batch := writer.take()) is not None:
+            commit_batch(batch)
+
+    return [
+        (BatchRunner(spec, e, writer, stats, progress, commit, api_key_for(e, spec.source)), cells)
+        for e, cells in work
+        if e.execution == "batch"
+    ]
+
+
+def _commit_rest(writer: RunWriter, commit_batch: Callable[[Batch], Committed]) -> RunDirError | None:
+    """Commit what the writer still holds after the executor ended; the error instead of raising it."""
+    try:
+        while (batch := writer.take()) is not None:
+            commit_batch(batch)
+    except OSError as exc:
+        return store_error(exc, f"{writer.run_dir}: cannot commit the last rows")
+    return None
 
 
 PROBE_REPEATS = 4  # small: 5 × 4 requests per endpoint before the sweep
@@ -193,22 +286,66 @@ def _check_no_running_loop(name: str, async_name: str) -> None:
     raise UsageError(f"{name}: called inside a running event loop (a notebook?); use `await {async_name}(...)`")
 
 
+def _sweep_transports(
+    spec: Spec, writer: RunWriter, transport_factory: TransportFactory, cache: ResponseCache | None
+) -> tuple[ReplicaFactory] | tuple[ReplicaFactory, CachingFactory]:
+    """The factories the executor's transports come from: replicas (``base_urls``) over ``transport_factory``,
+    and the response cache over them when the run has one (the last is the executor's)."""
+    replicas = ReplicaFactory(transport_factory, spec.endpoints)
+    if cache is None:
+        return (replicas,)
+    manifest = writer.manifest or {}
+    origin = {"run_id": manifest.get("run_id"), "run_name": manifest.get("run_name"), "session": writer.token}
+
+    def seed_honoured(name: str) -> bool:  # read when the endpoint opens: after this session's probe
+        return bool((writer.probe_result(name) or {}).get("seed_honoured"))
+
+    return replicas, CachingFactory(replicas, cache, seed_honoured, origin, spec.run.cache_force)
+
+
+def _transport_record(factories: tuple[ReplicaFactory] | tuple[ReplicaFactory, CachingFactory]) -> dict[str, Any]:
+    """The session's manifest entries for its replicas and its response cache (only those it has)."""
+    out: dict[str, Any] = {}
+    if replicas := factories[0].record():
+        out["replicas"] = replicas
+    if len(factories) > 1:
+        out["cache"] = factories[1].record()
+    return out
+
+
 async def _probe_endpoints(spec: Spec, writer: RunWriter, stream: TextIO, transport_factory: TransportFactory) -> None:
-    """Probe each OpenAI-compatible endpoint not yet probed in this run; record results (or errors) in the manifest."""
+    """Probe each OpenAI-compatible endpoint not yet probed in this run (each replica of one with ``base_urls``);
+    record results (or errors) in the manifest."""
     for endpoint in spec.endpoints:
         if endpoint.provider != "openai" or writer.probe_result(endpoint.name) is not None:
             continue
-        try:
-            result = (await _probe(endpoint, transport_factory)).to_dict()
-            print(
-                f"hofcat: endpoint {endpoint.name!r}: determinism probe: seed {result['seed']}, greedy identical "
-                f"share {result['greedy_identical_share']:.2f}",
-                file=stream,
-            )
-        except ProbeError as exc:  # an unreachable endpoint: the sweep's own retries and errors will tell more
-            result = {"error": str(exc)}
-            print(f"hofcat: endpoint {endpoint.name!r}: determinism probe failed: {exc}", file=stream)
+        if endpoint.base_urls:
+            replicas = [dataclasses.replace(endpoint, base_url=url, base_urls=()) for url in endpoint.base_urls]
+            results = {
+                r.base_url: await _probe_record(r, transport_factory, stream, f" at {r.base_url}") for r in replicas
+            }
+            result = replica_probe_summary(results)
+        else:
+            result = await _probe_record(endpoint, transport_factory, stream)
         writer.record_probe(endpoint.name, result)
+
+
+async def _probe_record(
+    endpoint: EndpointConfig, transport_factory: TransportFactory, stream: TextIO, at: str = ""
+) -> dict[str, Any]:
+    """The probe of one server as the manifest records it (``{"error": ...}`` when it failed), reported."""
+    where = f"endpoint {endpoint.name!r}{at}"
+    try:
+        result = (await _probe(endpoint, transport_factory)).to_dict()
+        print(
+            f"hofcat: {where}: determinism probe: seed {result['seed']}, greedy identical "
+            f"share {result['greedy_identical_share']:.2f}",
+            file=stream,
+        )
+    except ProbeError as exc:  # an unreachable endpoint: the sweep's own retries and errors will tell more
+        result = {"error": str(exc)}
+        print(f"hofcat: {where}: determinism probe failed: {exc}", file=stream)
+    return result
 
 
 async def _probe(endpoint: EndpointConfig, transport_factory: TransportFactory) -> DeterminismProbe:
@@ -225,6 +362,57 @@ async def _probe(endpoint: EndpointConfig, transport_factory: TransportFactory) 
         )
     finally:
         await transport.close()
+
+
+PLAN_SAMPLE = 64  # first cells per endpoint whose keys must be stored before a covered plan is trusted
+
+
+def _remaining_work(
+    spec: Spec, writer: RunWriter, stats: RunStats, retry_failed: bool, selection: Selection
+) -> list[tuple[EndpointConfig, Iterable[PlannedCell]]]:
+    """Each selected endpoint's selected cells still without an outcome (lazy), the skipped ones counted in ``stats``.
+
+    When the stored outcomes already cover the whole plan, nothing is left and the plan is not walked: the
+    stored key columns are counted in Arrow, so a finished run of 10^6 cells resumes without deriving a key
+    per stored cell. Covered means: as many distinct stored keys (responses, plus failures unless
+    ``retry_failed``) as the plan has cells; every session of the directory ran the same versions as this one
+    (the spec hash is already the same, so the plan is); and the first ``PLAN_SAMPLE`` planned keys of every
+    endpoint are among them. Otherwise the plan is walked and filtered by set membership.
+    """
+    done_col, failed_col = stored_key_columns(writer.layout)
+    covering = (
+        done_col
+        if retry_failed or not len(failed_col)
+        else pa.chunked_array([*done_col.chunks, *failed_col.chunks], type=pa.string())
+    )
+    if _plan_covered(spec, writer, covering):  # the whole plan is covered, so is any selection of it
+        stats.already_stored = count_cells(spec)
+        if not retry_failed and len(failed_col):
+            stats.failed_before = stats.already_stored - pc.count_distinct(done_col).as_py()
+        return [(e, ()) for e in selection.endpoints]
+    done = set(done_col.to_pylist())
+    failed = set() if retry_failed else set(failed_col.to_pylist()) - done
+    return [(e, _unstored(selection.iter_cells(spec, e), done, failed, stats)) for e in selection.endpoints]
+
+
+def _plan_covered(spec: Spec, writer: RunWriter, stored: pa.ChunkedArray) -> bool:
+    """Whether the ``stored`` keys are the whole plan (see ``_remaining_work``); cheapest checks first."""
+    planned = count_cells(spec)
+    if len(stored) < planned:
+        return False
+    sessions = (writer.manifest or {}).get("sessions") or [{}]
+    if any(s.get("versions") != sessions[-1].get("versions") for s in sessions):
+        return False
+    sample = {c.key for e in spec.endpoints for c in itertools.islice(iter_cells(spec, e), PLAN_SAMPLE)}
+    found = pc.sum(pc.is_in(stored, value_set=_strings(sorted(sample)))).as_py() or 0
+    return found >= len(sample) and pc.count_distinct(stored).as_py() == planned
+
+
+def _strings(values: list[str]) -> pa.Array:
+    """``values`` as an Arrow string array, built from buffers: ``pa.array`` of a list imports pandas (~0.3 s)."""
+    data = [v.encode() for v in values]
+    offsets = np.cumsum([0, *map(len, data)], dtype=np.int32)
+    return pa.StringArray.from_buffers(len(data), pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(data)))
 
 
 def _unstored(cells: Iterable[PlannedCell], done: set[str], failed: set[str], stats: RunStats) -> Iterator[PlannedCell]:

@@ -7,12 +7,37 @@ provider's API cannot take are listed in ``unsupported`` so that the executor re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+import re
+import reprlib
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runner.errors import UnreadableBody
 
-__all__ = ["ChatRequest", "HttpCall", "Provider", "Reply", "get_provider"]
+if TYPE_CHECKING:
+    from runner.sweep.spec import EndpointConfig
+
+__all__ = [
+    "ChatRequest",
+    "HttpCall",
+    "Provider",
+    "Reply",
+    "conventional_key_env",
+    "get_provider",
+    "no_credentials_note",
+    "provider_for",
+]
+
+INT64_MAX = 2**63 - 1  # the store's token columns are int64: a count past it (or negative) is impossible
+_SURROGATE = re.compile("[\ud800-\udfff]")  # lone surrogates (JSON "\\ud800"): not encodable as UTF-8
+_SHORT = reprlib.Repr()  # a bounded, depth-safe repr for messages (keyword arguments need Python 3.12)
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlist, _SHORT.maxdict = 3, 60, 60, 4, 4
+# The provider's own hosts and the variable its SDKs read the key from, for endpoints without api_key_env.
+CONVENTIONAL_KEYS = {
+    "openai": ("api.openai.com", "OPENAI_API_KEY"),
+    "anthropic": ("api.anthropic.com", "ANTHROPIC_API_KEY"),
+    "gemini": ("generativelanguage.googleapis.com", "GEMINI_API_KEY"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +54,7 @@ class ChatRequest:
     constraint: str = (
         "none"  # constrained decoding kind (runner.survey.constrained); only OpenAI-compatible APIs take it
     )
+    top_logprobs: int = 0  # > 0: ask for this many next-token alternatives (runner.sweep.providers.logprobs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +68,7 @@ class HttpCall:
     headers: dict[str, str]
     body: dict[str, Any]
     data: bytes | None = None
+    secret: str | None = None  # the API key the headers carry: redacted from every error text
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +79,17 @@ class Reply:
     finish_reason: str | None
     input_tokens: int | None
     output_tokens: int | None
+    # the first token's most likely alternatives, (token, natural-log probability), when the request asked for them
+    top_logprobs: tuple[tuple[str, float], ...] | None = None
+    # what the reply boundary changed: a field nulled for its type or range, lone surrogates replaced
+    warnings: tuple[str, ...] = ()
+    # set by ``transport.send`` from the transport's marker headers, never from the server's body:
+    cache_origin: str | None = None  # JSON origin of a reply served from the response cache (runner/sweep/cache.py)
+    replica: str | None = None  # base URL of the replica that answered (runner/sweep/replicas.py)
+    # the model snapshot the server says answered (``model`` / Gemini ``modelVersion``) and OpenAI's
+    # ``system_fingerprint``: what a paper reports as the model version, which the requested name may not pin
+    served_model: str | None = None
+    system_fingerprint: str | None = None
 
 
 class Provider(Protocol):
@@ -78,13 +116,42 @@ def get_provider(name: str) -> Provider:
 
 def shape_error(provider: str, body: Any, what: str) -> UnreadableBody:
     """An ``UnreadableBody`` saying which part of ``provider``'s reply shape is missing (body abbreviated)."""
-    text = repr(body)
-    return UnreadableBody(f"{provider} reply without {what}: {text[:200]}{'…' if len(text) > 200 else ''}")
+    return UnreadableBody(f"{provider} reply without {what}: {_SHORT.repr(body)}")
 
 
-def as_int(value: Any) -> int | None:
-    """``value`` if it is an integer token count, else None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def token_count(usage: dict[str, Any], key: str, warnings: list[str]) -> int | None:
+    """``usage[key]`` if it is an integer token count in [0, 2**63), else None (a warning unless absent/null)."""
+    return checked_count(usage.get(key), f"usage {key}", warnings)
+
+
+def checked_count(value: Any, what: str, warnings: list[str]) -> int | None:
+    """``value`` if it is None or an integer in [0, 2**63) (a count the store holds), else None and a warning."""
+    if value is None or (type(value) is int and 0 <= value <= INT64_MAX):
+        return value
+    if isinstance(value, int | float) and not (isinstance(value, int) and value.bit_length() > 128):
+        shown = repr(value)[:40]
+    else:  # the type only: never echo text (it may quote the key), nor print a 10**5000
+        shown = f"<{type(value).__name__}>"
+    warnings.append(f"{what} = {shown}: not a token count, stored as null")
+    return None
+
+
+def encodable(text: str, what: str, warnings: list[str]) -> str:
+    """``text`` itself when it encodes as UTF-8, else with each lone surrogate replaced by U+FFFD (warned)."""
+    if text.isascii():
+        return text
+    fixed, n = _SURROGATE.subn("\ufffd", text)
+    if n:
+        warnings.append(f"{what}: {n} lone surrogate(s) replaced by U+FFFD")
+    return fixed
+
+
+def finish_reason_of(value: Any, warnings: list[str]) -> str | None:
+    """A string (or null) finish reason as is (made encodable); any other type is null, with a warning."""
+    if value is None or isinstance(value, str):
+        return value if value is None else encodable(value, "finish_reason", warnings)
+    warnings.append(f"finish_reason = <{type(value).__name__}>: not a string, stored as null")
+    return None
 
 
 def json_headers(
@@ -104,17 +171,125 @@ def system_text(messages: list[dict[str, str]]) -> str:
 
 def text_reply(
     provider: str,
-    body: Any,
+    body: dict[str, Any],
     texts: list[Any],
     what: str,
     finish_reason: Any,
     usage_key: str,
     input_key: str,
-    output_key: str,
+    output_keys: tuple[str, ...],
+    warnings: list[str] | None = None,
 ) -> Reply:
-    """A ``Reply`` joining ``texts`` (all strings, else ``UnreadableBody`` naming ``what``), with the token
-    counts ``input_key`` and ``output_key`` of the ``body[usage_key]`` dict when present."""
+    """A ``Reply`` joining ``texts`` (all strings, else ``UnreadableBody`` naming ``what``), made encodable.
+
+    Input tokens are ``body[usage_key][input_key]``; output tokens the sum of ``output_keys`` there (a provider
+    that counts thinking apart lists both). Ill-typed or impossible fields become None with a warning, added to
+    ``warnings`` (the provider's own); nothing else is changed.
+    """
     if any(not isinstance(t, str) for t in texts):
         raise shape_error(provider, body, what)
-    usage = body.get(usage_key) if isinstance(body.get(usage_key), dict) else {}
-    return Reply("".join(texts), finish_reason, as_int(usage.get(input_key)), as_int(usage.get(output_key)))
+    notes = list(warnings or ())
+    usage = body.get(usage_key)
+    usage = usage if isinstance(usage, dict) else {}
+    input_tokens = token_count(usage, input_key, notes)
+    before = len(notes)
+    known = [n for n in (token_count(usage, key, notes) for key in output_keys) if n is not None]
+    output_tokens = sum(known) if known and len(notes) == before else None  # a part unknown: the sum is too
+    if output_tokens is not None and output_tokens > INT64_MAX:
+        notes.append(f"usage {'+'.join(output_keys)}: past 2**63, stored as null")
+        output_tokens = None
+    text = encodable("".join(texts), "response_text", notes)
+    finish = finish_reason_of(finish_reason, notes)
+    served = label_of(body, ("model", "modelVersion"), notes)
+    fingerprint = label_of(body, ("system_fingerprint",), notes)
+    return Reply(
+        text,
+        finish,
+        input_tokens,
+        output_tokens,
+        warnings=tuple(notes),
+        served_model=served,
+        system_fingerprint=fingerprint,
+    )
+
+
+LABEL_MAX = 256  # characters of a model name or fingerprint kept (a longer one is not a label)
+
+
+def label_of(body: dict[str, Any], keys: tuple[str, ...], warnings: list[str]) -> str | None:
+    """The first of ``keys`` in ``body`` as a short encodable string; None when absent, with a warning when unfit."""
+    for key in keys:
+        if key not in body or body[key] is None:
+            continue
+        value = body[key]
+        if not isinstance(value, str) or len(value) > LABEL_MAX:
+            warnings.append(f"{key}: {type(value).__name__} of length {len(str(value))} is not a label, stored as null")
+            return None
+        return encodable(value, key, warnings)
+    return None
+
+
+def conventional_key_env(endpoint: EndpointConfig) -> str | None:
+    """The provider's conventional key variable (``OPENAI_API_KEY``, ...) when ``endpoint`` is the provider's
+    own host over https and names no ``api_key_env``; else None (a key is never sent to a host it is not for)."""
+    host, variable = CONVENTIONAL_KEYS[endpoint.provider]
+    if endpoint.api_key_env is None and endpoint.base_url.startswith(f"https://{host}/"):
+        return variable
+    return None
+
+
+def no_credentials_note(endpoint: EndpointConfig) -> str | None:
+    """The one-time note for an endpoint sending no key, unless it is on this machine (local servers need none)."""
+    host = endpoint.base_url.partition("://")[2].partition("/")[0].rpartition("@")[2].lower()
+    host = host[1:].partition("]")[0] if host.startswith("[") else host.partition(":")[0]
+    if host == "localhost" or host == "::1" or host.startswith("127."):
+        return None
+    fallback = conventional_key_env(endpoint)
+    unset = f"api_key_env is not set{f' and neither is {fallback}' if fallback else ''}"
+    return f"endpoint {endpoint.name!r}: {unset}: requests to {host} are sent without credentials"
+
+
+def provider_for(endpoint: EndpointConfig) -> Provider:
+    """The provider mapping of one spec endpoint: its ``max_tokens_field``, ``extra_headers`` and ``extra_body``."""
+    from runner.sweep.providers import openai
+
+    provider = openai.for_endpoint(endpoint) if endpoint.provider == "openai" else get_provider(endpoint.provider)
+    if endpoint.extra_headers or endpoint.extra_body:
+        provider = WithExtras(provider, endpoint.extra_headers, endpoint.extra_body)
+    return provider
+
+
+class WithExtras:
+    """A provider whose calls carry an endpoint's ``extra_headers`` and ``extra_body``.
+
+    Precedence: hofcat's own headers (content type, credential) and body fields win. ``extra_body`` is
+    merged *under* the body hofcat builds, key by key into nested tables (Gemini's ``generationConfig``):
+    it adds fields (a router's ``provider`` preferences, ``thinkingConfig``) and never changes one hofcat sets.
+    The spec refuses credential-like header names, so a key can only come from ``api_key_env``.
+    """
+
+    def __init__(self, inner: Provider, headers: dict[str, str], body: dict[str, Any]) -> None:
+        self.inner, self.headers, self.body = inner, headers, body
+        self.name, self.unsupported = inner.name, inner.unsupported
+
+    def call(self, base_url: str, api_key: str | None, request: ChatRequest) -> HttpCall:
+        """The inner provider's call with the extra headers and body fields added under its own."""
+        call = self.inner.call(base_url, api_key, request)
+        own = {name.lower() for name in call.headers}
+        headers = {**{k: v for k, v in self.headers.items() if k.lower() not in own}, **call.headers}
+        if not self.body:
+            return replace(call, headers=headers)
+        return replace(call, headers=headers, body=merged_under(self.body, call.body), data=None)
+
+    def reply(self, body: Any) -> Reply:
+        """The inner provider's reading of ``body``."""
+        return self.inner.reply(body)
+
+
+def merged_under(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``top`` with the keys of ``base`` it lacks, tables merged recursively (``top`` wins on every leaf)."""
+    out = dict(base)
+    for key, value in top.items():
+        below = out.get(key)
+        out[key] = merged_under(below, value) if isinstance(below, dict) and isinstance(value, dict) else value
+    return out

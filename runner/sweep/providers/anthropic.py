@@ -22,20 +22,17 @@ class AnthropicProvider:
         body: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
             "messages": [
                 {"role": m["role"], "content": m["content"]} for m in request.messages if m["role"] != "system"
             ],
         }
         if system:
             body["system"] = system
-        # Recent models reject temperature and top_p together; top_p = 1 is the API's own default.
-        if request.top_p != 1.0:
-            body["top_p"] = request.top_p
-        return HttpCall(f"{base_url}/messages", headers, body)
+        body.update(_sampling(request))
+        return HttpCall(f"{base_url}/messages", headers, body, secret=api_key)
 
     def reply(self, body: Any) -> Reply:
-        """Concatenated text blocks, ``stop_reason`` and ``usage``."""
+        """Concatenated text blocks (thinking blocks left out), ``stop_reason`` and ``usage``."""
         content = body.get("content") if isinstance(body, dict) else None
         if not isinstance(content, list):
             raise shape_error(self.name, body, "a content list")
@@ -48,8 +45,19 @@ class AnthropicProvider:
             body.get("stop_reason"),
             "usage",
             "input_tokens",
-            "output_tokens",
+            ("output_tokens",),  # thinking included (Anthropic bills and counts it as output)
         )
+
+
+def _sampling(request: ChatRequest) -> dict[str, float]:
+    """Temperature, or top_p alone where temperature is 1.0 (the API's default, so nothing is lost).
+
+    Recent models refuse the two together; the spec refuses a design pairing top_p < 1 with another
+    temperature (and any temperature above 1, the API's maximum).
+    """
+    if request.top_p != 1.0 and request.temperature == 1.0:
+        return {"top_p": request.top_p}
+    return {"temperature": request.temperature}
 
 
 PROVIDER = AnthropicProvider()

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import Any
+import re
+from typing import TYPE_CHECKING, Any
 
 from runner.survey.constrained import constrained_request_fields
 from runner.sweep.providers import ChatRequest, HttpCall, Reply, json_headers, shape_error, text_reply
+from runner.sweep.providers.logprobs import openai_request_fields, openai_top_logprobs
+
+if TYPE_CHECKING:
+    from runner.sweep.spec import EndpointConfig
 
 
 class OpenAIProvider:
@@ -14,6 +20,9 @@ class OpenAIProvider:
 
     name = "openai"
     unsupported: frozenset[str] = frozenset()
+
+    def __init__(self, max_tokens_field: str = "max_tokens") -> None:
+        self.max_tokens_field = max_tokens_field  # or max_completion_tokens (reasoning models take only that)
 
     def call(self, base_url: str, api_key: str | None, request: ChatRequest) -> HttpCall:
         """The chat-completions request; the key goes in a Bearer header."""
@@ -23,12 +32,14 @@ class OpenAIProvider:
             "messages": request.messages,
             "temperature": request.temperature,
             "top_p": request.top_p,
-            "max_tokens": request.max_tokens,
+            self.max_tokens_field: request.max_tokens,
         }
         if request.seed is not None:
             body["seed"] = request.seed
         if request.constraint != "none":  # llama.cpp `grammar` or `response_format` with a JSON schema
             body.update(constrained_request_fields(request.constraint))
+        if request.top_logprobs:  # the distribution measurement: the first token's alternatives
+            body.update(openai_request_fields(request.top_logprobs))
         data = None
         if request.messages_json is not None:  # splice the prompt's JSON, rendered once per prompt
             tail = {k: v for k, v in body.items() if k not in ("model", "messages")}
@@ -36,28 +47,64 @@ class OpenAIProvider:
                 f'{{"model":{json.dumps(request.model)},"messages":{request.messages_json},'
                 f"{json.dumps(tail, separators=(',', ':'))[1:]}"
             ).encode()
-        return HttpCall(f"{base_url}/chat/completions", headers, body, data)
+        return HttpCall(f"{base_url}/chat/completions", headers, body, data, secret=api_key)
 
     def reply(self, body: Any) -> Reply:
-        """Text of the first choice (its refusal text when content is null), finish reason and usage."""
+        """Text of the first choice (its refusal text when content is null), finish reason and usage.
+
+        ``content`` may be a list of parts (its text parts are joined); null content without a refusal is ""
+        with a warning. ``completion_tokens`` already counts reasoning tokens (OpenAI's usage contract).
+        """
         try:
             choice = body["choices"][0]
             message = choice["message"]
         except (KeyError, IndexError, TypeError):
             raise shape_error(self.name, body, "choices[0].message") from None
-        text = message.get("content") if isinstance(message, dict) else None
-        if text is None and isinstance(message, dict):
-            text = message.get("refusal")
-        return text_reply(
+        if not isinstance(message, dict):
+            raise shape_error(self.name, body, "a choices[0].message object")
+        texts, warnings = _content_texts(message)
+        reply = text_reply(
             self.name,
             body,
-            [text],
+            texts,
             "a string choices[0].message.content",
             choice.get("finish_reason"),
             "usage",
             "prompt_tokens",
-            "completion_tokens",
+            ("completion_tokens",),
+            warnings,
         )
+        if isinstance(choice, dict) and choice.get("logprobs"):
+            reply = dataclasses.replace(reply, top_logprobs=openai_top_logprobs(choice))
+        return reply
 
 
+def _content_texts(message: dict[str, Any]) -> tuple[list[Any], list[str]]:
+    """The text pieces of a message (content string, its text parts, else the refusal) and what was assumed."""
+    content = message.get("content")
+    if isinstance(content, list):  # [{"type": "text", "text": ...}, ...]: other part types carry no text
+        return [p.get("text") for p in content if isinstance(p, dict) and p.get("type") in ("text", "output_text")], []
+    if content is None:
+        refusal = message.get("refusal")
+        if refusal is None:
+            return [""], ["message content is null; stored as empty text"]
+        return [refusal], []
+    return [content], []
+
+
+def max_tokens_field(endpoint: EndpointConfig) -> str:
+    """The body field that carries max_tokens: the endpoint's ``max_tokens_field``, or for ``auto``
+    ``max_completion_tokens`` when the model (after any ``vendor/`` prefix) is an o-series or GPT-5 model."""
+    if endpoint.max_tokens_field != "auto":
+        return endpoint.max_tokens_field
+    return "max_completion_tokens" if _REASONING_MODEL.match(endpoint.model.rpartition("/")[2]) else "max_tokens"
+
+
+def for_endpoint(endpoint: EndpointConfig) -> OpenAIProvider:
+    """The OpenAI mapping with the endpoint's max-tokens field."""
+    field = max_tokens_field(endpoint)
+    return PROVIDER if field == PROVIDER.max_tokens_field else OpenAIProvider(field)
+
+
+_REASONING_MODEL = re.compile(r"(o\d|gpt-5)", re.IGNORECASE)  # o1, o3-mini, o4-mini, gpt-5, gpt-5-mini, ...
 PROVIDER = OpenAIProvider()
