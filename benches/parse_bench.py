@@ -1,8 +1,10 @@
 """Parser throughput on the test corpus: item and survey replies per second on one core.
 
-Run: ``.venv/bin/python -m benches.parse_bench [--seconds S]``. Correctness is checked first (every corpus
+Run: ``.venv/bin/python -m benches.parse_bench [--seconds S] [--long]``. Correctness is checked first (every corpus
 reply must parse to its expected answers); the peer is a naive ``re.search(r"[1-5]", text)`` over the same
-item replies in the same process, so the ratio says what the parser's care costs.
+item replies in the same process, so the ratio says what the parser's care costs. ``--long`` also times long
+"N. M" replies (issue 12: 45 KB took 25 s) at 1 MB and 4 MB in item and survey mode: the 4 MB / 1 MB ratio is
+about 4 for a linear parser and 16 for a quadratic one.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from runner.survey.cell import PromptCell
 
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "tests" / "data" / "parse_corpus"
 _NAIVE = re.compile(r"[1-5]")
+ALL = tuple(range(1, 25))
 
 
 def load() -> list[tuple[str, PromptCell, list]]:
@@ -72,10 +75,30 @@ def naive(text: str, cell: PromptCell) -> int | None:
     return int(match.group(0)) if match else None
 
 
+def long_reply(size: int) -> str:
+    """A reply of "N. M" lines (the issue's shape), ``size`` characters or a little more."""
+    block = "".join(f"{i % 24 + 1}. {i % 5 + 1}\n" for i in range(120))
+    return block * (size // len(block) + 1)
+
+
+def long_times() -> dict[str, float]:
+    """CPU seconds to parse 1 MB and 4 MB "N. M" replies in item and survey mode, and the 4 MB / 1 MB ratios."""
+    result: dict[str, float] = {}
+    for mode, cell in (("item", PromptCell("en", "item", (1,))), ("survey", PromptCell("en", "survey", ALL))):
+        for mb in (1, 4):
+            text = long_reply(mb * 1_000_000)
+            start = time.process_time()
+            parse_reply(text, cell)
+            result[f"{mode}_{mb}mb_s"] = time.process_time() - start
+        result[f"{mode}_4mb_over_1mb"] = result[f"{mode}_4mb_s"] / result[f"{mode}_1mb_s"]
+    return result
+
+
 def main(argv: list[str] | None = None) -> dict[str, float]:
     """Print and return the measured rates."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.0, help="minimum timing per measurement (s)")
+    parser.add_argument("--long", action="store_true", help="also time 1 MB and 4 MB replies (linearity)")
     args = parser.parse_args(argv)
     rows = load()
     check(rows)
@@ -91,13 +114,15 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         "naive_item_replies_per_s": rate(naive, items, args.seconds),
     }
     result["naive_over_parser"] = result["naive_item_replies_per_s"] / result["item_replies_per_s"]
+    if args.long:
+        result.update(long_times())
     print(
         f"parser {PARSER_VERSION} on {platform.python_implementation()} {platform.python_version()}, "
         f"{platform.machine()}; corpus: {len(items)} item replies ({len(terse)} terse), {len(surveys)} surveys"
     )
     print(f"correct: parser {parser_correct}/{len(items)} item replies, naive regex {naive_correct}/{len(items)}")
     for key, value in result.items():
-        print(f"{key:>26}: {value:,.1f}")
+        print(f"{key:>26}: {value:,.3f}" if value < 100 else f"{key:>26}: {value:,.1f}")
     return result
 
 

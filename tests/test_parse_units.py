@@ -107,3 +107,59 @@ def test_parenthesised_numbers_in_survey_entries():
 @pytest.mark.parametrize("text", ['{"response": 4}', '{"selected_option": "4"}', '{"value": 4.0}'])
 def test_json_option_field_names(text):
     assert parse_reply(text, PromptCell("en", "item", (1,), reply_format="json")).answers[0].option_id == 4
+
+
+def _survey(text: str, language: str = "en") -> dict[int, tuple[int | None, str]]:
+    answers = parse_reply(text, PromptCell(language, "survey", ALL)).answers
+    return {a.question: (a.option_id, a.status) for a in answers if a.status != "no_answer"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # the reply's own section numbering and the item number in parentheses after the restated item
+        (
+            (
+                "**Section 3 – About you**\n3.1 How often do you feel nervous or tense? (15): 4 – seldom\n"
+                "3.2 How often are you happy? (16): 2"
+            ),
+            {15: (4, "ok"), 16: (2, "ok")},
+        ),
+        # a numbered section title is not an answer; "(17)" names the question
+        (
+            "3. About you:\n   (17) Do other people prevent you? — 3\n   (18) State of health — 2",
+            {17: (3, "ok"), 18: (2, "ok")},
+        ),
+        # the restated item holds a label word ("often"): only what follows the restated text is the answer
+        ("16. How often are you happy? Often", {16: (2, "ok")}),
+        ("- How often do you feel nervous or tense: 5", {15: (5, "ok")}),
+        # a header naming the section anchors the restarted numbering
+        ("Part 2: Private life\n1. 4\n2. 5", {11: (4, "ok"), 12: (5, "ok")}),
+        # a question mentioned in an answer's chatter does not move the answer
+        ("1. 2 (important, as question 3 also says)\n2. 3\n3. 4", {1: (2, "ok"), 2: (3, "ok"), 3: (4, "ok")}),
+        ("Answers:\n1) 2 2) 3 3) 4", {1: (2, "ok"), 2: (3, "ok"), 3: (4, "ok")}),
+        # a restated scale line is not an entry
+        ("1 = always, 2 = usually, 3 = sometimes, 4 = seldom, 5 = never\n15. 3", {15: (3, "ok")}),
+        ("19. I'd prefer not to answer this one.\n20. 3", {19: (None, "refusal"), 20: (3, "ok")}),
+    ],
+)
+def test_survey_entries_are_aligned_by_content(text, expected):
+    assert _survey(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("language", "text", "expected"),
+    [
+        # a block restarting at 1, then the list back on the questions' own numbers
+        ("en", "Private life:\n1. 2\n2. 3\n\n**Questions 15-20:**\n15. Nervous? — 4\n16. Happy? — 2",
+         {1: (2, "ok"), 2: (3, "ok"), 15: (4, "ok"), 16: (2, "ok")}),
+        # section headers in Chinese numerals anchor restarted numbering
+        ("zh", "第一部分：\n1. 2\n第二部分：\n1. 3\n第三部分：\n1. 您多久感到紧张？ 4（很少）",
+         {1: (2, "ok"), 11: (3, "ok"), 15: (4, "ok")}),
+        # a loose restatement of the named question ("často" is a label word) is not the answer
+        ("sk", "Otázka 15 (ako často sa cítite nervózny): 3\nOtázka 19: Necítim sa pohodlne odpovedať.",
+         {15: (3, "ok"), 19: (None, "refusal")}),
+    ],
+)  # fmt: skip
+def test_survey_headers_and_restatements_in_every_language(language, text, expected):
+    assert _survey(text, language) == expected

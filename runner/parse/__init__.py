@@ -3,7 +3,8 @@
 Public API: ``parse_reply``, ``apply_policies``, ``Policy``, ``Answer``, ``ParseResult``, ``PARSER_VERSION``,
 ``STATUSES``. The raw text is only read; parsing is pure and versioned, so stored runs can be re-parsed.
 Module map: normalize (digits, scripts), labels (option labels), markers (cues, hedges, refusals),
-jsonreply, item (one question), survey (numbered lists, JSON lists), policy.
+jsonreply, scan (an item reply's candidates, found by position), item (one question), echo (which item a line
+restates), survey (lists aligned to items, JSON lists), policy.
 """
 
 from __future__ import annotations
@@ -28,7 +29,17 @@ __all__ = [
 
 
 def parse_reply(text: str, cell: PromptCell) -> ParseResult:
-    """Parse ``text``, the reply to ``cell``, into one ``Answer`` per question in ``cell.questions``."""
+    """Parse ``text``, the reply to ``cell``, into one ``Answer`` per question in ``cell.questions``.
+
+    Total over the reply: any text (NUL bytes, lone surrogates, JSON nested past any recursion limit, megabytes
+    of junk) yields a status per question, in time linear in its length. ``None`` reads as an empty reply and
+    bytes as UTF-8 (invalid bytes replaced); any other non-text value is ``invalid_format``.
+    """
+    if not isinstance(text, str):
+        if text is None or isinstance(text, (bytes, bytearray)):
+            text = bytes(text or b"").decode("utf-8", "replace")
+        else:
+            return ParseResult(tuple(Answer(q, None, "invalid_format") for q in cell.questions))
     if cell.mode == "item":
         question = cell.questions[0]
         ctx = context(cell.language, question, cell.option_order, cell.reply_format)

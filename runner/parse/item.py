@@ -19,6 +19,7 @@ from runner.parse.jsonreply import first_json
 from runner.parse.labels import LabelMatcher, matcher
 from runner.parse.normalize import normalize, squash, without_reasoning
 from runner.parse.result import Answer
+from runner.parse.scan import Candidate, Scan, label_candidates
 from runner.survey.instrument import load_instrument
 
 _BARE = re.compile(r"[\s*(\[\"'`]*(\d{1,3})[\s.)\]*\"'`]*")
@@ -38,11 +39,6 @@ _JSON_KEYS = (
 )
 _MARKUP = " \t\n*#>\"'`(["
 _DIGIT = re.compile(r"\d")
-_QUESTION_HINTS = ("q", "otáz", "سؤال", "问题")  # some question word may stand in the text
-_CJK_DIGITS = "一二三四五"
-_CJK_NUMERALS_PRESENT = re.compile(f"[{_CJK_DIGITS}]")
-_CJK_NUMERAL = re.compile(rf"(?:^|选择|选项|答案[是为:]?|选|第)\s*([{_CJK_DIGITS}])(?=个|号|项|$|[。.,!！\s(（])")
-_AFTER_NUMBER = re.compile(r"\d\s*[-=:.(]*\s*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,15 +67,6 @@ def _languages() -> frozenset[str]:
     return frozenset(languages())
 
 
-@dataclass(slots=True)
-class _Candidate:
-    start: int
-    end: int
-    option: int | None  # None for out-of-range numbers and for "between" spans
-    kind: str  # "num" | "label" | "bad" (out of range) | "between" (2-3, 2.5)
-    strong: bool | None = None  # committed? computed only when candidates disagree (see _decide)
-
-
 def parse_item(text: str, ctx: Context) -> Answer:
     """The answer to ``ctx.question`` in ``text`` (already normalised or raw: normalisation is idempotent)."""
     t = normalize(text).strip()
@@ -102,6 +89,12 @@ def parse_item(text: str, ctx: Context) -> Answer:
     return _from_text(t, ctx, has_digit)
 
 
+def small_int(digits: str) -> int:
+    """The value of a digit string, or 10**6 for one longer than 6 digits (any of them is out of range, and
+    ``int()`` refuses strings past 4,300 digits)."""
+    return int(digits) if len(digits) <= 6 else 10**6
+
+
 def _ok(ctx: Context, option: int, hedged: bool) -> Answer:
     return _answer(ctx.question, option, "ok", hedged, ctx.order.index(option) + 1)
 
@@ -121,7 +114,7 @@ def _from_json(t: str, ctx: Context) -> Answer | None:
     if not isinstance(obj, dict):
         field = _OPTION_FIELD.search(t)
         if field:  # truncated or malformed JSON that still states its option_id
-            return _from_number(int(field.group(1)), ctx)
+            return _from_number(small_int(field.group(1)), ctx)
         if ctx.json_expected and t.lstrip("`json \n").startswith("{"):
             return _answer(ctx.question, None, "invalid_format")
         return None
@@ -160,111 +153,55 @@ def from_json_value(value: object, t: str, ctx: Context) -> Answer:
 
 
 def _from_text(t: str, ctx: Context, has_digit: bool) -> Answer:
-    echo = t.count("=") >= 3  # the model echoed the scale ("1 = always, 2 = usually, ...")
     lead = len(t) - len(t.lstrip(_MARKUP))
-    candidates = _numbers(t, ctx, lead, echo) if has_digit else []
-    if _CJK_NUMERALS_PRESENT.search(t):
-        candidates = sorted(candidates + _cjk_numerals(t, ctx), key=lambda c: c.start)
-    labels = _labels(t, ctx.labels, lead, echo)
-    if ctx.fallback is not None and not labels and not any(c.option for c in candidates):
-        labels = _labels(t, ctx.fallback, lead, echo)
-    if labels:
-        candidates = sorted(candidates + labels, key=lambda c: c.start)
-    return _decide(t, candidates, ctx, lead)
+    echo = t.count("=") >= 3
+    labels = label_candidates(t, ctx.labels, echo)
+    scan = Scan(t, ctx.order, labels, lead, has_digit)
+    if (
+        ctx.fallback is not None
+        and not labels
+        and not any(c.option for c in scan.stream())  # no labels yet: numbers and numerals only
+    ):
+        scan.relabel(label_candidates(t, ctx.fallback, echo))
+    return _decide(scan, ctx)
 
 
-def _strong(t: str, start: int, end: int, lead: int) -> bool:
-    if start <= lead or t[start - 2 : start] in ("**", "__") or t[end : end + 2] == "**":
-        return True
-    return markers.committed_by_cue(t, start)
+def _decide(scan: Scan, ctx: Context) -> Answer:
+    """The first committed candidate (else the first mention) and whether a later one makes it hedged or ambiguous.
 
-
-def _numbers(t: str, ctx: Context, lead: int, echo: bool) -> list[_Candidate]:
-    """Number candidates, leaving out the scale's range, denominators, question references and echoes."""
-    found: list[_Candidate] = []
-    positions = len(ctx.order)
-    skip_until = -1
-    may_reference = any(word in t for word in _QUESTION_HINTS)
-    may_number_question = "题" in t or "題" in t or "问" in t  # "第3题"
-    for match in markers.NUMBER.finditer(t):
-        start, end = match.span()
-        if (
-            start < skip_until
-            or (may_reference and markers.question_reference(t, start))
-            or (may_number_question and markers.QUESTION_AFTER.match(t, end))
-        ):
-            continue
-        value = int(match.group(1))
-        if value == 5 and markers.denominator(t, start):
-            continue
-        if echo and markers.ECHO_SIGN.match(t, end):
-            continue
-        if match.group(2) and match.group(2).strip("0"):
-            found.append(_Candidate(start, end, None, "between"))  # "2.5": between two options
-            continue
-        if 1 <= value <= 5:
-            over = markers.OUT_OF_5.match(t, end)
-            if over:  # "4/5": the 4 counts, the 5 does not
-                skip_until = over.end()
-            elif value == 1 and markers.RANGE_TO_5.match(t, end):
-                skip_until = markers.RANGE_TO_5.match(t, end).end()  # "1 to 5" is the scale, not an answer
-                continue
-            else:
-                pair = markers.BETWEEN.match(t, end)
-                if pair and int(pair.group(1)) != value:
-                    found.append(_Candidate(start, pair.end(), None, "between"))
-                    skip_until = pair.end()
-                    continue
-        if 1 <= value <= positions:
-            found.append(_Candidate(start, end, ctx.order[value - 1], "num"))
-        elif value <= 99:
-            found.append(_Candidate(start, end, None, "bad"))
-    return found
-
-
-def _cjk_numerals(t: str, ctx: Context) -> list[_Candidate]:
-    """ "选择二", "选项三", "第四个", or a lone "三": Chinese numerals as committed numbers (elsewhere 一 is a word)."""
-    return [
-        _Candidate(m.start(1), m.end(1), ctx.order[_CJK_DIGITS.index(m.group(1))], "num", True)
-        for m in _CJK_NUMERAL.finditer(t)
-    ]
-
-
-def _labels(t: str, labels: LabelMatcher, lead: int, echo: bool) -> list[_Candidate]:
-    found = []
-    for start, end, option in labels.find(t):
-        if echo and markers.after_echo_sign(t, start):
-            continue
-        found.append(_Candidate(start, end, option, "label"))
-    return found
-
-
-def _decide(work: str, candidates: list[_Candidate], ctx: Context, lead: int) -> Answer:
-    if candidates and all(c.option == candidates[0].option for c in candidates) and candidates[0].option:
-        return _ok(ctx, candidates[0].option, False)  # every mention agrees: no need to weigh them
-    for c in candidates:
-        c.strong = _strong(work, c.start, c.end, lead) or (
-            # A label glued to a number ("2 - agree", "3 (of moderate importance)") is as committed as it.
-            c.kind == "label" and _AFTER_NUMBER.search(work, max(0, c.start - 6), c.start) is not None
-        )
-    committed = [c for c in candidates if c.strong]
-    pool = committed or [c for c in candidates if c.kind != "bad"]
-    if not pool:
-        status = "refusal" if markers.REFUSAL.search(work) else "no_answer"
+    Same rules as weighing every candidate, in time linear in the reply: committed candidates come from the
+    windows that can hold one (``Scan.committed``), and later mentions are walked only up to the first that
+    disagrees.
+    """
+    strong = scan.committed()
+    chosen = next(strong, None)
+    committed = chosen is not None
+    if chosen is None:
+        chosen = next((c for c in scan.stream() if c.kind != "bad"), None)
+    if chosen is None:
+        status = "refusal" if markers.REFUSAL.search(scan.t) else "no_answer"
         return _answer(ctx.question, None, status)
-    chosen = pool[0]
     if chosen.kind == "bad":
         return _answer(ctx.question, None, "out_of_range")
     if chosen.kind == "between":
         return _answer(ctx.question, None, "ambiguous")
-    hedged = False
-    for other in candidates:
-        if other.start < chosen.end or other.kind == "bad" or other.option == chosen.option:
-            continue
-        if markers.HEDGE.search(work, chosen.end, other.start):
-            hedged = True
-            continue
-        if other.strong or not committed:
+    hedge_end = markers.hedge_end(scan.t, chosen.end)
+
+    def differs(c: Candidate) -> bool:
+        return c.kind != "bad" and c.option != chosen.option
+
+    # Before the first hedge, a differing candidate makes the answer ambiguous: any of them when none was
+    # committed, a committed one otherwise (a mere mention cannot contradict a committed answer).
+    if committed:
+        if next(scan.committed(chosen.end, hedge_end, differs), None) is not None:
             return _answer(ctx.question, None, "ambiguous")
+    else:
+        for other in scan.stream(chosen.end):
+            if other.start >= hedge_end:
+                break
+            if differs(other):
+                return _answer(ctx.question, None, "ambiguous")
+    # After it, any differing candidate is a hedge ("a 2, maybe even a 1" -> 2, hedged).
+    hedged = any(differs(c) for c in scan.stream(hedge_end))
     assert chosen.option is not None
     return _ok(ctx, chosen.option, hedged)

@@ -11,7 +11,8 @@ _DECODER = json.JSONDecoder()
 def first_json(text: str, opener: str = "{") -> Any | None:
     """The first JSON value starting at an ``opener`` ("{" or "[") in ``text`` that decodes, else None.
 
-    Tries at most the first four openers, so a reply full of braces costs little.
+    Tries at most the first four openers, so a reply full of braces costs little. Total: JSON nested deeper
+    than the decoder's recursion limit, or an integer too long to convert, is "no JSON" (None), not an error.
     """
     start = text.find(opener)
     tries = 0
@@ -19,7 +20,7 @@ def first_json(text: str, opener: str = "{") -> Any | None:
         try:
             value, _ = _DECODER.raw_decode(text, start)
             return value
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: "[[[[..." nested past the C decoder's limit
             tries += 1
             start = text.find(opener, start + 1)
     return None

@@ -44,6 +44,9 @@ class LabelMatcher:
                 break
         else:
             return taken
+        # Characters claimed by a longer phrase: a byte per character makes the overlap test one C-level
+        # ``find`` over the span (testing every claimed span instead was quadratic in the number of labels).
+        claimed: bytearray | None = None
         for phrase, option, bounded in self.phrases:
             at = text.find(phrase)
             while at != -1:
@@ -51,7 +54,10 @@ class LabelMatcher:
                 if (
                     not bounded
                     or ((at == 0 or not _glues(text[at - 1])) and (end == len(text) or not _glues(text[end])))
-                ) and not any(s < end and at < e for s, e, _ in taken):
+                ) and (claimed is None or claimed.find(1, at, end) == -1):
+                    if claimed is None:
+                        claimed = bytearray(len(text))
+                    claimed[at:end] = b"\x01" * (end - at)
                     taken.append((at, end, option))
                 at = text.find(phrase, at + 1)
         found = [span for span in taken if not negated(text, span[0])]

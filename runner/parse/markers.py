@@ -162,17 +162,67 @@ HEDGE = re.compile(
     r"ربما|او|قد|حتى|لكن|"
     r"\b(?:možno|alebo|prípadne|dokonca|či|ale)\b"
 )
+# The same words without the leading \b, which keeps the regex engine from skipping ahead by first character
+# (a 5 MB reply took 0.6 s instead of 0.02 s); ``hedge_end`` checks that boundary itself.
+_HEDGE_SCAN = re.compile(
+    r"(?:maybe|perhaps|possibly|might|could|or|if not|even|though|although|but|leaning)\b|"
+    r"也许|或许|可能|甚至|或者|或|不过|但|"
+    r"ربما|او|قد|حتى|لكن|"
+    r"(?:možno|alebo|prípadne|dokonca|či|ale)\b"
+)
 
-# Refusals and AI disclaimers. Only consulted when no answer was found: a disclaimer followed by an answer
-# ("As an AI I have no preferences, but I'd choose 3") is an answer.
+
+def hedge_end(text: str, position: int) -> int:
+    """Where the first hedge word (``HEDGE``) at or after ``position`` ends; ``len(text) + 1`` when there is none."""
+    match = _HEDGE_SCAN.search(text, position)
+    while match is not None:
+        start = match.start()
+        before = text[start - 1] if start else " "
+        # Latin hedge words need a word boundary before them, as "\b" gave ("color" holds no "or").
+        if not ("a" <= text[start] <= "z" or text[start] == "č") or not (before.isalnum() or before == "_"):
+            return match.end()
+        match = _HEDGE_SCAN.search(text, start + 1)
+    return len(text) + 1
+
+
+# Refusals and AI disclaimers, by meaning rather than one fixed phrase: declining ("I'd rather not", "I must
+# decline"), discomfort ("I do not feel comfortable"), inability ("I cannot", "I'm unable"), no self to answer
+# from ("as an AI", "I don't have personal opinions"), unsuitability ("it wouldn't be appropriate"), and
+# redirection instead of an answer ("Perhaps we could discuss ...", "Instead, I can ..."), in each instrument
+# language. Only consulted when no answer was found: a disclaimer followed by an answer ("As an AI I have no
+# preferences, but I'd choose 3") is an answer, and "perhaps" before a number is a hedge, not a refusal.
 REFUSAL = re.compile(
-    r"as an ai|an ai (?:language )?model|language model|i don't have personal|i do not have personal|"
-    r"i don't have (?:feelings|preferences|opinions|a nationality)|i do not have (?:feelings|preferences|opinions)|"
-    r"i cannot (?:answer|provide|choose|express|have)|i can't (?:answer|provide|choose)|i'm unable|i am unable|"
-    r"i'm not able|i am not able|not appropriate for me|i must decline|i won't answer|"
-    r"作为一个?人工智能|作为一个?ai|语言模型|我没有个人|没有个人(?:的)?(?:偏好|感受|观点|喜好)|我无法|我不能回答|"
-    r"无法回答|没有(?:情感|感情)|"
-    r"بصفتي|كنموذج|نموذج لغوي|ذكاء اصطناعي|ليس لدي|لا املك|لا استطيع|لا يمكنني|"
+    # English (alternatives grouped by first letter: the regex engine then tries few of them per position)
+    r"a(?:s an ai|n ai (?:language )?model)|language model|let's (?:instead|discuss|talk about)|"
+    r"i(?:'m| am) (?:just |only )?an? (?:ai|assistant|machine)|"
+    r"i (?:don't|do not) have (?:personal|feelings|preferences|opinions|a nationality|a (?:job|boss|body|life))|"
+    r"i (?:cannot|can't|can ?not) (?:answer|provide|choose|express|have|give|share|pick|select|respond|take part|"
+    r"participate|complete|fill)|"
+    r"i(?:'m| am) (?:unable|not able|not comfortable|uncomfortable|(?:sorry|afraid),? but i)|"
+    r"i (?:must (?:respectfully )?|respectfully |politely )?decline|"
+    r"i (?:won't|will not) (?:answer|provide|choose|respond|take|share|pick|rate|fill)|"
+    r"i(?:'d| would) (?:rather not|prefer not|be happy to (?:discuss|talk|help|explain))|i prefer not to|"
+    r"i (?:don't|do not) (?:think|believe) i (?:should|can) (?:answer|provide|choose|respond|speculate)|"
+    r"i apologi[sz]e,? but|instead,? (?:i|we) (?:could|can)|"
+    r"not (?:appropriate for me|feel comfortable|(?:in a position|able) to (?:answer|provide|say|speak))|"
+    r"w(?:ouldn't|ould not) (?:be )?appropriate|is(?:n't| not) appropriate|"
+    r"uncomfortable (?:answering|providing|sharing|choosing|rating|speculating)|"
+    r"perhaps we (?:could|can)|maybe we (?:could|can)|"
+    # Chinese
+    r"作为一个?人工智能|作为一个?ai|作为(?:一个)?(?:语言模型|ai助手|人工智能助手|助手)|语言模型|我没有个人|"
+    r"没有个人(?:的)?(?:偏好|感受|观点|喜好|意见|经历)|我(?:并)?没有(?:情感|感情|国籍|偏好|观点|工作|身体)|"
+    r"我无法|我不能(?:回答|提供|选择|代表)|无法回答|无法(?:提供|选择|作答|给出)|不便(?:回答|作答|提供)|"
+    r"我不(?:太)?方便|不太?(?:合适|适合)(?:回答|作答|由我)|我不太?愿意|我(?:宁愿|宁可)不|"
+    r"我(?:感到|觉得)?不(?:太)?舒服|也许我们可以|或许我们可以|不如我们可以|我们可以(?:换|聊|讨论)|抱歉[，,]?(?:但)?我|"
+    r"对不起[，,]?(?:但)?我|我不是人类|我只是一个?(?:ai|程序|模型|助手)|"
+    # Arabic (normalised: alef, yeh and teh marbuta folded)
+    r"بصفتي|كنموذج|نموذج لغوي|ذكاء اصطناعي|ليس لدي|لا املك|لا استطيع|لا يمكنني|لا اشعر بالارتياح|"
+    r"لست مرتاحا|لا ارغب|افضل عدم|افضل الا|ليس من المناسب|لن اجيب|ربما يمكننا|لعلنا|بدلا من ذلك(?:،|,)? "
+    r"(?:يمكنني|يمكننا)|اعتذر|انا اسف|عذرا(?:،|,)? (?:لا|لكن)|لست انسانا|لست شخصا|"
+    # Slovak
     r"ako (?:ai|umelá inteligencia|jazykový model)|jazykový model|nemám osobné|nemôžem|nedokážem|"
-    r"nemám (?:preferencie|názor|pocity)"
+    r"nemám (?:preferencie|názor|názory|pocity|národnosť|vlastné)|necítim sa (?:pohodlne|komfortne)|"
+    r"nie je mi (?:príjemné|pohodlné)|radšej (?:nebudem|by som ne)|nechcem (?:odpovedať|odpovedat|vyberať)|"
+    r"nie je (?:vhodné|primerané)|možno by sme mohli|azda by sme mohli|namiesto toho (?:môžem|môžeme|by sme)|"
+    r"ospravedlňujem sa|prepáčte|nie som (?:človek|osoba)|som (?:len )?(?:ai|umelá inteligencia|jazykový model)"
 )
