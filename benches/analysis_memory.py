@@ -1,8 +1,11 @@
 """Peak memory and time of ``hofcat analyze`` on a synthetic run of about 1,000,000 answers (store layout).
 
-Run: ``python -m benches.analysis_memory [--answers N] [--keep DIR]``. The run directory is written in the
-store's layout (responses/ + answers/ parts, one answer per item-mode cell). Each measurement runs in a fresh
-child process and reports its peak RSS (``ru_maxrss``):
+Run: ``python -m benches.analysis_memory [--answers N] [--shape grid|conditions|seeds] [--keep DIR]``. The run
+directory is written in the store's layout (responses/ + answers/ parts, one answer per item-mode cell). Shapes:
+``grid`` (default; 16 conditions = 4 temperatures × 4 top_p, 9 countries, the seeds that make N answers),
+``conditions`` (few seeds × many conditions: 256 conditions = 16 × 16, 8 countries, about 20 seeds) and
+``seeds`` (thousands of seeds × one condition: 9 countries). Each measurement runs in a fresh child process and
+reports its peak RSS (``ru_maxrss``):
 
 - ``hofcat analyze`` (bootstrap 1000 resamples, 999 permutations, set measures capped at 1000 respondents per set);
 - the peer: reading the same answers joined with their cells eagerly into memory (``polars.read_parquet`` +
@@ -27,27 +30,38 @@ import polars as pl
 COUNTRIES = ("U.S.A.", "China", "France", "Germany", "Brazil", "India", "Singapore", "Japan", "South Africa")
 TEMPERATURES = (0.0, 0.3, 0.7, 1.0)
 TOP_PS = (0.25, 0.5, 0.75, 1.0)
+# shape → (temperatures, top_ps, countries)
+SHAPES = {
+    "grid": (TEMPERATURES, TOP_PS, COUNTRIES),
+    "conditions": (
+        tuple(np.round(np.linspace(0.0, 1.5, 16), 4)),
+        tuple(np.round(np.linspace(0.1, 1.0, 16), 4)),
+        COUNTRIES[:8],
+    ),
+    "seeds": ((0.7,), (1.0,), COUNTRIES),
+}
 
 
-def write_run(root: Path, answers: int, *, parts: int = 10, seed: int = 0) -> int:
-    """A synthetic run directory with about ``answers`` answers; returns the exact count."""
+def write_run(root: Path, answers: int, *, parts: int = 10, seed: int = 0, shape: str = "grid") -> int:
+    """A synthetic run directory with about ``answers`` answers in ``shape`` (``SHAPES``); returns the exact count."""
+    temperatures, top_ps, countries = SHAPES[shape]
     rng = np.random.default_rng(seed)
-    cells_per_seed = len(TEMPERATURES) * len(TOP_PS) * len(COUNTRIES) * 24
+    cells_per_seed = len(temperatures) * len(top_ps) * len(countries) * 24
     seeds = max(1, round(answers / cells_per_seed))
     t, p, k, s, q = (
         a.ravel()
         for a in np.meshgrid(
-            np.arange(len(TEMPERATURES)),
-            np.arange(len(TOP_PS)),
-            np.arange(len(COUNTRIES)),
+            np.arange(len(temperatures)),
+            np.arange(len(top_ps)),
+            np.arange(len(countries)),
             np.arange(1, seeds + 1),
             np.arange(1, 25),
             indexing="ij",
         )
     )
     n = t.size
-    tilt = rng.uniform(-1.2, 1.2, size=(len(COUNTRIES), 24))
-    noise = rng.normal(0, 0.4 + np.array(TEMPERATURES)[t], size=n)
+    tilt = rng.uniform(-1.2, 1.2, size=(len(countries), 24))
+    noise = rng.normal(0, 0.4 + np.array(temperatures)[t], size=n)
     option = np.clip(np.rint(3 + tilt[k, q - 1] + noise), 1, 5).astype(np.int16)
     refused = rng.random(n) < 0.03
     keys = np.char.add("c", np.arange(n).astype(str))
@@ -61,14 +75,14 @@ def write_run(root: Path, answers: int, *, parts: int = 10, seed: int = 0) -> in
             "mode": "item",
             "question": q.astype(np.int16),
             "framing": "persona",
-            "country": np.array(COUNTRIES)[k],
+            "country": np.array(countries)[k],
             "age": pl.Series([None] * n, dtype=pl.Int16),
             "gender": pl.Series([None] * n, dtype=pl.String),
             "option_order": [[1, 2, 3, 4, 5]] * n,
             "reply_format": "number",
             "seed": s.astype(np.int64),
-            "temperature": np.array(TEMPERATURES)[t],
-            "top_p": np.array(TOP_PS)[p],
+            "temperature": np.array(temperatures)[t],
+            "top_p": np.array(top_ps)[p],
             "max_tokens": np.full(n, 16, dtype=np.int32),
             "response_text": np.where(refused, "As an AI, I do not have personal preferences.", option.astype(str)),
         }
@@ -96,7 +110,7 @@ CHILD_WRITE = """
 import sys
 from benches.analysis_memory import write_run
 from pathlib import Path
-print(write_run(Path(sys.argv[1]), {answers}))
+print(write_run(Path(sys.argv[1]), {answers}, shape={shape!r}))
 """
 CHILD_ANALYZE = """
 import sys, resource, time
@@ -129,36 +143,35 @@ def child(code: str, run: Path) -> list[float]:
 
 
 def check(run: Path) -> float:
-    """Largest |CAT(analysis) − CAT(score path on eagerly loaded means)| over conditions."""
-    from runner.score.cat import score_means
-    from runner.score.means_file import MeansTable
+    """Largest |CAT(analysis) − CAT(score path on eagerly loaded means)| over conditions.
+
+    The score path is ``hofcat score``'s: per-question means → ``indices_from_means`` → ``rank_agreement``.
+    """
+    from runner.score.indices import indices_from_means
+    from runner.score.ranking import rank_agreement
     from runner.survey.reference import load_reference
 
     a = pl.read_parquet(run / "answers" / "*.parquet").join(
         pl.read_parquet(run / "responses" / "*.parquet").drop("question"), on="cell_key"
     )
+    cat = pl.read_parquet(run / "analysis" / "cat.parquet")
+    factors = [f for f in ("temperature", "top_p") if f in cat.columns]  # a single-condition run has none
     means = (
         a.filter(pl.col("status") == "ok")
-        .group_by("temperature", "top_p", "country", "question")
+        .group_by(*factors, "country", "question")
         .agg(pl.col("option_id").cast(pl.Float64).mean())
     )
-    cat = pl.read_parquet(run / "analysis" / "cat.parquet")
+    vectors: dict[tuple, np.ndarray] = {}
+    for key, part in means.group_by(*factors, "country"):
+        v = np.full(24, np.nan)
+        v[part["question"].to_numpy() - 1] = part["option_id"].to_numpy()
+        vectors[key] = v
     reference = load_reference("hofstede-2015")
     worst = 0.0
     for row in cat.iter_rows(named=True):
-        sub = means.filter((pl.col("temperature") == row["temperature"]) & (pl.col("top_p") == row["top_p"]))
-        block = np.array(
-            [
-                [
-                    sub.filter((pl.col("country") == c) & (pl.col("question") == qq))["option_id"][0]
-                    for qq in range(1, 25)
-                ]
-                for c in row["countries"]
-            ]
-        )
-        table = MeansTable(("g",), (tuple(row["countries"]),), (block,), (block,), (block,), "bench")
-        expected = score_means(table, reference)["groups"][0]["cat_score"]
-        worst = max(worst, abs(expected - row["cat_score"]))
+        block = np.stack([vectors[(*(row[f] for f in factors), c)] for c in row["countries"]])
+        ranked = rank_agreement(indices_from_means(block)[None], reference.matrix(row["countries"]))
+        worst = max(worst, abs(float(ranked.cat_score[0]) - row["cat_score"]))
     return worst
 
 
@@ -166,19 +179,20 @@ def main() -> None:
     """Write the run, check, then measure both children back to back."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--answers", type=int, default=1_000_000)
+    parser.add_argument("--shape", choices=tuple(SHAPES), default="grid", help="run shape (module docstring)")
     parser.add_argument("--keep", type=Path, default=None, help="write the run here and keep it")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         run = args.keep or Path(tmp) / "run"
         # Every step runs in its own interpreter: Linux carries the peak RSS across fork/exec, so a parent
         # holding the generated data would inflate the children's figures.
-        n = int(child(CHILD_WRITE.format(answers=args.answers), run)[0])
+        n = int(child(CHILD_WRITE.format(answers=args.answers, shape=args.shape), run)[0])
         seconds, rss_kib = child(CHILD_ANALYZE, run)
         e_seconds, e_rss_kib, rows = child(CHILD_EAGER, run)
         assert rows == n
         worst = check(run)
         assert worst < 1e-9, f"analysis CAT differs from the score path by {worst}"
-        print(f"wrote {n} answers")
+        print(f"wrote {n} answers (shape {args.shape})")
         print(f"correct: CAT equals the score path (max |diff| {worst:.1e})")
         print(f"hofcat analyze: {seconds:.1f} s, peak RSS {rss_kib / 1024:.0f} MiB")
         print(f"eager load + join (peer): {e_seconds:.1f} s, peak RSS {e_rss_kib / 1024:.0f} MiB")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from stats_core._backend import BackendFallbackWarning, available, backend
 from stats_core.bootstrap import bootstrap_indices, bootstrap_kendall_tau, percentile_interval
-from stats_core.cluster import davies_bouldin, mcd, silhouette, ss_h
+from stats_core.cluster import davies_bouldin, mcd, silhouette, ss_h, ss_h_test
 from stats_core.distance import pdist, pdist_square, squareform
 from stats_core.errors import BackendUnavailableError, InvalidInputError, StatsCoreError
 from stats_core.kendall import kendall_tau
@@ -44,4 +44,5 @@ __all__ = [
     "silhouette",
     "squareform",
     "ss_h",
+    "ss_h_test",
 ]

@@ -20,6 +20,7 @@ __all__ = [
     "permanova_quantized",
     "permanova_within",
     "permutations",
+    "permutations_within",
 ]
 
 __version__: str
@@ -46,6 +47,14 @@ def permanova_observed(
     distances: npt.NDArray[np.float64], codes: npt.NDArray[np.int32], inverse_sizes: npt.NDArray[np.float64]
 ) -> tuple[float, float, float, npt.NDArray[np.float64], bool]: ...
 def permutations(codes: npt.NDArray[np.int32], key: int, first: int, count: int) -> npt.NDArray[np.int32]: ...
+def permutations_within(
+    codes: npt.NDArray[np.int32],
+    order: npt.NDArray[np.int64],
+    starts: npt.NDArray[np.int64],
+    key: int,
+    first: int,
+    count: int,
+) -> npt.NDArray[np.int32]: ...
 def group_row_sums(
     distances: npt.NDArray[np.float64], codes: npt.NDArray[np.int32], n_groups: int, squared: bool
 ) -> tuple[npt.NDArray[np.float64], bool]: ...

@@ -77,6 +77,44 @@ def permutations(codes: np.ndarray, key: int, first: int, count: int) -> np.ndar
     return _permutations(codes.astype(np.int32), np.uint64(key), np.uint64(first), count)
 
 
+@numba.njit(cache=True, parallel=True, nogil=True)
+def _permutations_within(codes, order, starts, key, first, count):
+    # As _permutations, over each stratum's positions order[starts[s]:starts[s + 1]] (uint64 throughout).
+    n = codes.shape[0]
+    out = np.empty((count, n), dtype=np.int32)
+    golden = np.uint64(0x9E3779B97F4A7C15)
+    low = np.uint64(0xFFFFFFFF)
+    s32 = np.uint64(32)
+    for r in numba.prange(count):
+        row = out[r]
+        for t in range(n):
+            row[t] = codes[t]
+        base = (np.uint64(first) + np.uint64(r)) * np.uint64(n)
+        for s in range(starts.shape[0] - 1):
+            lo = starts[s]
+            size = starts[s + 1] - lo
+            for k in range(size - 1):
+                i = size - 1 - k
+                x = _mix(key + (base + np.uint64(lo + i)) * golden)
+                m = np.uint64(i + 1)
+                j = np.int64(((x >> s32) * m + (((x & low) * m) >> s32)) >> s32)
+                a = order[lo + i]
+                b = order[lo + j]
+                held = row[a]
+                row[a] = row[b]
+                row[b] = held
+    return out
+
+
+def permutations_within(
+    codes: np.ndarray, order: np.ndarray, starts: np.ndarray, key: int, first: int, count: int
+) -> np.ndarray:
+    """Rows first … first+count−1 of the blocked permutation sequence (shuffles within strata; src/permute.rs)."""
+    return _permutations_within(
+        codes.astype(np.int32), order.astype(np.int64), starts.astype(np.int64), np.uint64(key), np.uint64(first), count
+    )
+
+
 @numba.njit(inline="always")
 def _row_start(i: int, n: int) -> int:
     """Condensed index of pair (i, i+1)."""

@@ -96,6 +96,29 @@ def permutations(codes: np.ndarray, key: int, first: int, count: int) -> np.ndar
     return out
 
 
+def permutations_within(
+    codes: np.ndarray, order: np.ndarray, starts: np.ndarray, key: int, first: int, count: int
+) -> np.ndarray:
+    """Rows first … first+count−1 of the blocked permutation sequence: shuffles only within strata.
+
+    ``order`` (n,) lists the objects stratum after stratum, stratum s at ``order[starts[s]:starts[s + 1]]``;
+    its shuffle draws at counter p·n + starts[s] + i (see src/permute.rs).
+    """
+    n = codes.shape[0]
+    out = np.tile(codes.astype(np.int32), (count, 1))
+    base = np.arange(first, first + count, dtype=np.uint64) * np.uint64(n)
+    rows = np.arange(count)
+    for s in range(starts.shape[0] - 1):
+        lo, positions = int(starts[s]), order[starts[s] : starts[s + 1]]
+        for i in range(positions.shape[0] - 1, 0, -1):
+            x = _mix(np.uint64(key) + (base + np.uint64(lo + i)) * _GOLDEN)
+            a, b = positions[i], positions[_mul_high(x, i + 1).astype(np.intp)]
+            held = out[rows, a].copy()
+            out[rows, a] = out[rows, b]
+            out[rows, b] = held
+    return out
+
+
 def permanova_within(distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray) -> np.ndarray:
     """SS_W = Σ_g (1/n_g) Σ_{i<j ∈ g} d²_ij for each row of labels (P, n) int32 → (P,)."""
     out = np.zeros(labels.shape[0])

@@ -17,9 +17,10 @@ hundred thousand draws.)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -55,16 +56,52 @@ def permutation_key(seed: int) -> int:
     return z ^ (z >> 31)
 
 
-def permuted_label_blocks(kernels: ModuleType, codes: np.ndarray, seed: int, permutations: int) -> Iterator[np.ndarray]:
-    """Blocks of (≤ block, n) int32 rows: permutations 0 … permutations−1 of ``codes`` for ``seed``."""
+@dataclass(frozen=True)
+class Strata:
+    """Blocks that permutations stay inside (vegan's ``strata``, permute's ``how(blocks = …)``)."""
+
+    labels: tuple  # sorted distinct stratum labels
+    sizes: np.ndarray  # objects per stratum
+    order: np.ndarray  # (n,) int64: object indices stratum after stratum (stable: ascending within a stratum)
+    starts: np.ndarray  # (strata + 1,) int64: stratum s is order[starts[s]:starts[s + 1]]
+
+
+def strata_layout(value: object, n: int) -> Strata | None:
+    """``strata`` labels of n objects checked and laid out for the blocked generator; None when None."""
+    if value is None:
+        return None
+    codes, labels, sizes = _validate.grouping("strata", value, n, min_groups=1)
+    order = np.argsort(codes, kind="stable").astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    return Strata(labels, sizes, order, starts)
+
+
+def permuted_label_blocks(
+    kernels: ModuleType,
+    codes: np.ndarray,
+    seed: int,
+    permutations: int,
+    blocks: Strata | None = None,
+    *,
+    first: int = 0,
+) -> Iterator[np.ndarray]:
+    """Blocks of (≤ block, n) int32 rows: permutations ``first`` … permutations−1 of ``codes`` for ``seed``.
+
+    With ``blocks``, labels move only within strata (``permutations_within``); one stratum gives exactly the
+    unblocked rows. Permutation p is the same row whatever ``first`` is (the generator is counter-based).
+    """
     n = codes.shape[0]
-    block = max(1, min(permutations, BLOCK_CELLS // max(n, 1)))
-    if block < permutations:
+    block = max(1, min(permutations - first, BLOCK_CELLS // max(n, 1)))
+    if block < permutations - first:
         # Whole groups of LANES: the compiled kernel pads the last group of each block to LANES lanes.
         block = max(LANES, block - block % LANES)
     key = permutation_key(seed)
-    for start in range(0, permutations, block):
-        yield kernels.permutations(codes, key, start, min(block, permutations - start))
+    for start in range(first, permutations, block):
+        count = min(block, permutations - start)
+        if blocks is None:
+            yield kernels.permutations(codes, key, start, count)
+        else:
+            yield kernels.permutations_within(codes, blocks.order, blocks.starts, key, start, count)
 
 
 def count_at_least(permuted: np.ndarray, observed: float) -> int:
@@ -92,12 +129,20 @@ class Design:
     permutations: int
     seed: int  # the seed used (drawn from the OS when None was given)
     kernels: ModuleType
+    strata: Strata | None = None  # permutations stay within these blocks; None: free permutations
 
 
 def design(
-    distances: object, grouping: object, permutations: object, seed: object, backend: str, *, min_size: int = 1
+    distances: object,
+    grouping: object,
+    permutations: object,
+    seed: object,
+    backend: str,
+    *,
+    min_size: int = 1,
+    strata: object = None,
 ) -> Design:
-    """Check the arguments of a permutation test on distances and pick the backend → ``Design``.
+    """Check the arguments of a permutation test on distances (``strata``: n block labels or None) → ``Design``.
 
     The finite/non-negative check of a condensed matrix is left to the caller's first kernel pass (which
     reports it; ``_validate.condensed_values_check`` then names the bad value).
@@ -105,17 +150,63 @@ def design(
     dist, n = _validate.distances("distances", distances, condensed_values=False)
     codes, groups, sizes = _validate.grouping("grouping", grouping, n, min_size=min_size)
     count = _validate.int_at_least("permutations", permutations, 0)
+    blocks = strata_layout(strata, n)
     return Design(
-        dist, n, codes, groups, sizes, 1.0 / sizes.astype(np.float64), count, seed_value(seed), backend_kernels(backend)
+        dist,
+        n,
+        codes,
+        groups,
+        sizes,
+        1.0 / sizes.astype(np.float64),
+        count,
+        seed_value(seed),
+        backend_kernels(backend),
+        blocks,
     )
+
+
+class Distributor(Protocol):
+    """Runs the resampling of one call elsewhere (``stats_core.distributed``): same draws, same result."""
+
+    def count(self, count_block: Callable[[np.ndarray], int], design: Design) -> int:
+        """``count_range`` over 0 … design.permutations, split into ranges run elsewhere and summed."""
+        ...
+
+    def resamples(
+        self, kernel: Callable[..., np.ndarray], x: np.ndarray, ref: np.ndarray, indices: np.ndarray
+    ) -> np.ndarray:
+        """``kernel(x, ref, indices)`` with the resamples (indices' axis 1) split into ranges, stacked on axis 0."""
+        ...
+
+
+# Where resampling runs: None in this process; ``stats_core.distributed.on_ray`` sets a Ray distributor for
+# the calls inside its ``with`` block (a ContextVar, so concurrent threads and tasks keep their own).
+DISTRIBUTOR: ContextVar[Distributor | None] = ContextVar("stats_core_distributor", default=None)
+
+
+def count_range(count_block: Callable[[np.ndarray], int], design: Design, first: int, stop: int) -> int:
+    """Sum of ``count_block`` over the relabelling blocks of permutations first … stop−1 of ``design``."""
+    blocks = permuted_label_blocks(design.kernels, design.codes, design.seed, stop, design.strata, first=first)
+    return sum(count_block(block) for block in blocks)
+
+
+def over_resamples(
+    kernel: Callable[..., np.ndarray], x: np.ndarray, ref: np.ndarray, indices: np.ndarray
+) -> np.ndarray:
+    """``kernel(x, ref, indices)`` here, or through the active distributor (bit-identical either way)."""
+    spread = DISTRIBUTOR.get()
+    return kernel(x, ref, indices) if spread is None else spread.resamples(kernel, x, ref, indices)
 
 
 def permutation_test(
     method: str, statistic: float, count_block: Callable[[np.ndarray], int], design: Design, **extra: Any
 ) -> PermutationTestResult:
     """Sum ``count_block`` (permuted statistics at least as extreme) over relabelling blocks → the result."""
-    blocks = permuted_label_blocks(design.kernels, design.codes, design.seed, design.permutations)
-    k = sum(count_block(block) for block in blocks)
+    spread = DISTRIBUTOR.get()
+    if spread is None:
+        k = count_range(count_block, design, 0, design.permutations)
+    else:
+        k = spread.count(count_block, design)
     return PermutationTestResult(
         method=method,
         statistic=statistic,
@@ -125,5 +216,6 @@ def permutation_test(
         groups=design.groups,
         group_sizes=tuple(int(s) for s in design.sizes),
         seed=design.seed,
+        strata=design.strata.labels if design.strata is not None else None,
         **extra,
     )

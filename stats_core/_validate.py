@@ -95,8 +95,10 @@ def _finite_non_negative(name: str, block: np.ndarray, *, offset: int) -> None:
         raise InvalidInputError(name, f"contains {what} ({value!r}) at flat index {offset + flat}")
 
 
-def grouping(name: str, value: object, n: int, *, min_size: int = 1) -> tuple[np.ndarray, tuple, np.ndarray]:
-    """Group labels of n objects → (int32 codes 0..g−1, sorted distinct labels, group sizes); needs g >= 2."""
+def grouping(
+    name: str, value: object, n: int, *, min_size: int = 1, min_groups: int = 2
+) -> tuple[np.ndarray, tuple, np.ndarray]:
+    """Group labels of n objects → (int32 codes 0..g−1, sorted distinct labels, group sizes); needs g >= min_groups."""
     labels = np.asarray(value)
     if labels.ndim != 1 or labels.shape[0] != n:
         raise InvalidInputError(name, f"expected {n} labels (one per object), got shape {labels.shape}")
@@ -104,8 +106,8 @@ def grouping(name: str, value: object, n: int, *, min_size: int = 1) -> tuple[np
         raise InvalidInputError(name, "contains NaN or inf; use a label for every object")
     groups, codes = np.unique(labels, return_inverse=True)
     sizes = np.bincount(codes, minlength=groups.shape[0])
-    if groups.shape[0] < 2:
-        raise InvalidInputError(name, f"needs at least 2 groups, found {groups.shape[0]}")
+    if groups.shape[0] < min_groups:
+        raise InvalidInputError(name, f"needs at least {min_groups} groups, found {groups.shape[0]}")
     if sizes.min() < min_size:
         small = groups[int(np.argmin(sizes))].item()
         raise InvalidInputError(name, f"group {small!r} has {int(sizes.min())} member(s); at least {min_size} required")

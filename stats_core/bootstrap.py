@@ -21,7 +21,7 @@ acceleration is undefined and taken as 0 (bias-corrected percentile) instead of 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from statistics import NormalDist
 
 import numpy as np
@@ -48,6 +48,35 @@ def bootstrap_indices(sizes: Sequence[int], n_resamples: int, seed: int | Sequen
     n_resamples = _validate.int_at_least("n_resamples", n_resamples, 1)
     rng = np.random.default_rng(np.random.SeedSequence(_entropy(seed)))
     return tuple(rng.integers(0, size, (n_resamples, size)) for size in counts)
+
+
+def bootstrap_index_blocks(
+    sizes: Sequence[int], n_resamples: int, seed: int | Sequence[int], block: int
+) -> Iterator[tuple[np.ndarray, ...]]:
+    """``bootstrap_indices`` in blocks of at most ``block`` resamples: the same draws, bounded memory.
+
+    Yields, for resamples start … start + b − 1, one (b, sizes[k]) int64 array per stratum; concatenated over
+    the blocks they equal ``bootstrap_indices(sizes, n_resamples, seed)`` exactly. numpy draws a run of
+    ``integers`` calls with the same bounds as one call, so a first pass walks the stream stratum after stratum
+    and records the generator state at each block (a few hundred bytes each); the second replays the states.
+    """
+    counts = [_validate.int_at_least("sizes", size, 1) for size in sizes]
+    n_resamples = _validate.int_at_least("n_resamples", n_resamples, 1)
+    block = _validate.int_at_least("block", block, 1)
+    rng = np.random.default_rng(np.random.SeedSequence(_entropy(seed)))
+    starts = range(0, n_resamples, block)
+    states: list[list[dict]] = []
+    for size in counts:
+        states.append([])
+        for start in starts:
+            states[-1].append(rng.bit_generator.state)
+            rng.integers(0, size, (min(block, n_resamples - start), size))
+    for b, start in enumerate(starts):
+        out = []
+        for size, stratum in zip(counts, states, strict=True):
+            rng.bit_generator.state = stratum[b]
+            out.append(rng.integers(0, size, (min(block, n_resamples - start), size)))
+        yield tuple(out)
 
 
 def percentile_interval(distribution: object, confidence_level: float = 0.95) -> ConfidenceInterval:
@@ -115,7 +144,7 @@ def bootstrap_kendall_tau(
     indices = np.stack(bootstrap_indices([units] * countries, n_resamples, seed_used)).astype(np.int32)
     observed = _tau_of_means(k, sequential_mean(x), ref)
     # (B, G, D) from the kernel → scipy's layout (G, D, B).
-    distribution = np.moveaxis(k.bootstrap_kendall(x, ref, indices), 0, -1)
+    distribution = np.moveaxis(_resample.over_resamples(k.bootstrap_kendall, x, ref, indices), 0, -1)
     if method == "bca":
         low_q, high_q = _bca_levels(k, x, ref, observed, distribution, alpha)
     else:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from stats_core import _validate
+from stats_core import _resample, _validate
 from stats_core._backend import kernels
 from stats_core.distance import group_row_sums, pdist, squareform
 from stats_core.errors import InvalidInputError
-from stats_core.results import DisparityResult
+from stats_core.results import DisparityResult, PermutationTestResult
 
 
 def silhouette(distances: object, labels: object, *, backend: str = "auto") -> float:
@@ -82,16 +82,135 @@ def ss_h(set_a: object, set_b: object, human: object, *, metric: str = "euclidea
     a_set = _nation_scores("set_a", set_a)
     b_set = _nation_scores("set_b", set_b, a_set.shape)
     h_set = _nation_scores("human", human, a_set.shape)
-    n = a_set.shape[0]
-    both = squareform(pdist(np.vstack([a_set, b_set]), metric, backend=backend))
-    within = np.concatenate([both[:n, :n].sum(axis=1), both[n:, n:].sum(axis=1)]) / (n - 1)
-    across = np.concatenate([both[:n, n:].sum(axis=1), both[n:, :n].sum(axis=1)]) / n
-    a_h = squareform(pdist(h_set, metric, backend=backend)).sum(axis=1) / (n - 1)
+    return _ss_h_given(a_set, b_set, _human_spread(h_set, metric, backend), metric, backend)
+
+
+def _human_spread(human: np.ndarray, metric: str, backend: str) -> np.ndarray:
+    """a_h (Eq. 4): each nation's mean distance to the other nations of the human reference (all > 0)."""
+    a_h = squareform(pdist(human, metric, backend=backend)).sum(axis=1) / (human.shape[0] - 1)
     if np.any(a_h == 0):
         raise InvalidInputError(
             "human", f"nation {int(np.flatnonzero(a_h == 0)[0])} is at distance 0 from every other nation"
         )
+    return a_h
+
+
+def _ss_h_given(a_set: np.ndarray, b_set: np.ndarray, a_h: np.ndarray, metric: str, backend: str) -> float:
+    """SS_h (Eq. 5) of two (N, dims) national score arrays, given the human spreads a_h (N,)."""
+    n = a_set.shape[0]
+    both = squareform(pdist(np.vstack([a_set, b_set]), metric, backend=backend))
+    within = np.concatenate([both[:n, :n].sum(axis=1), both[n:, n:].sum(axis=1)]) / (n - 1)
+    across = np.concatenate([both[:n, n:].sum(axis=1), both[n:, :n].sum(axis=1)]) / n
     return float(np.sum((across - within) / np.concatenate([a_h, a_h])) / (2 * n))
+
+
+_SS_H_BLOCK = 256  # relabellings whose distance matrices are built together (256 × 2N × 2N × dims floats)
+
+
+def _ss_h_many(means: np.ndarray, a_h: np.ndarray, metric: str, backend: str) -> np.ndarray:
+    """SS_h (Eq. 5) of P relabellings' (P, 2N, dims) national means (set a's N nations first), given a_h (N,)."""
+    n = means.shape[1] // 2
+    diff = means[:, :, None, :] - means[:, None, :, :]
+    if metric == "euclidean":
+        both = np.sqrt(np.einsum("pijd,pijd->pij", diff, diff))
+    elif metric == "sqeuclidean":
+        both = np.einsum("pijd,pijd->pij", diff, diff)
+    elif metric == "cityblock":
+        both = np.abs(diff).sum(axis=3)
+    elif metric == "chebyshev":
+        both = np.abs(diff).max(axis=3)
+    else:  # braycurtis, cosine: one pdist per relabelling, as the kernels define them
+        return np.array([_ss_h_given(m[:n], m[n:], a_h, metric, backend) for m in means])
+    within = np.concatenate([both[:, :n, :n].sum(axis=2), both[:, n:, n:].sum(axis=2)], axis=1) / (n - 1)
+    across = np.concatenate([both[:, :n, n:].sum(axis=2), both[:, n:, :n].sum(axis=2)], axis=1) / n
+    return np.sum((across - within) / np.concatenate([a_h, a_h])[None, :], axis=1) / (2 * n)
+
+
+def ss_h_test(
+    set_a: object,
+    nations_a: object,
+    set_b: object,
+    nations_b: object,
+    human: object,
+    permutations: int = 999,
+    seed: int | None = None,
+    *,
+    metric: str = "euclidean",
+    backend: str = "auto",
+) -> PermutationTestResult:
+    """SS_h of two sets of respondent points with a permutation null: do the sets differ more than chance?
+
+    ``set_a`` (m_a, dims) and ``set_b`` (m_b, dims) are respondents' scores (e.g. one point per simulated
+    identity), ``nations_a``/``nations_b`` their nation as a row index of ``human`` (N, dims); every nation
+    needs a point in each set. The statistic is SS_h (Eq. 5) of the two sets' national means. Null: set
+    membership is exchangeable within each nation — the points of a nation are re-dealt to the two sets
+    (same counts) by the counter-based generator (blocked by nation, as PERMANOVA's ``strata``).
+    ``pvalue`` = (k + 1)/(permutations + 1), k = permuted SS_h ≥ the observed (one-sided: larger means
+    more separated); ``null_distribution`` holds the permuted values (its mean is SS_h's baseline for sets
+    that do not differ, negative: nations of one set sit closer to their own set's other nations on average).
+    """
+    a = _validate.finite_array("set_a", set_a, min_ndim=2)
+    b = _validate.finite_array("set_b", set_b, min_ndim=2)
+    h_set = _nation_scores("human", human)
+    n, dims = h_set.shape
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != dims or b.shape[1] != dims:
+        raise InvalidInputError("set_a", f"set_a, set_b: expected (points, {dims}) scores, got {a.shape}, {b.shape}")
+    nations = np.concatenate(
+        [_nation_codes("nations_a", nations_a, len(a), n), _nation_codes("nations_b", nations_b, len(b), n)]
+    )
+    labels = np.repeat(np.array([0, 1], dtype=np.int32), [len(a), len(b)])
+    for name, side in (("set_a", 0), ("set_b", 1)):
+        missing = np.setdiff1d(np.arange(n), nations[labels == side])
+        if missing.size:
+            raise InvalidInputError(name, f"nation {int(missing[0])} has no point (every nation needs one per set)")
+    count = _validate.int_at_least("permutations", permutations, 0)
+    seed_used = _resample.seed_value(seed)
+    points = np.vstack([a, b])
+    a_h = _human_spread(h_set, metric, backend)
+    # national means of each set by one (set, nation) cell index per point; counts are fixed under the null
+    cells = labels.astype(np.int64) * n + nations
+    sizes = np.bincount(cells, minlength=2 * n).astype(np.float64)[:, None]
+
+    def statistic(rows: np.ndarray) -> np.ndarray:
+        # All relabellings of a block at once: national means by one scatter-add, then their (2N × 2N) distance
+        # matrices by broadcasting (pdist's definitions), instead of one pdist call per relabelling.
+        out = np.empty(rows.shape[0])
+        for start in range(0, rows.shape[0], _SS_H_BLOCK):
+            block = rows[start : start + _SS_H_BLOCK]
+            cell = block.astype(np.int64) * n + nations  # (P, points)
+            means = np.zeros((block.shape[0], 2 * n, dims))
+            np.add.at(means, (np.arange(block.shape[0])[:, None], cell), points[None, :, :])
+            means /= sizes[None]
+            out[start : start + len(block)] = _ss_h_many(means, a_h, metric, backend)
+        return out
+
+    observed = float(statistic(labels[None, :])[0])
+    layout = _resample.strata_layout(nations, len(labels))
+    kern = kernels(backend)
+    null = np.concatenate(
+        [statistic(block) for block in _resample.permuted_label_blocks(kern, labels, seed_used, count, layout)]
+        or [np.empty(0)]
+    )
+    return PermutationTestResult(
+        method="SS_h",
+        statistic=observed,
+        pvalue=_resample.permutation_pvalue(_resample.count_at_least(null, observed), count),
+        permutations=count,
+        n=len(labels),
+        groups=("set_a", "set_b"),
+        group_sizes=(len(a), len(b)),
+        seed=seed_used,
+        strata=tuple(range(n)),
+        null_distribution=null,
+    )
+
+
+def _nation_codes(name: str, value: object, length: int, n: int) -> np.ndarray:
+    """Nation row indices (length,) in 0..n−1 as int64."""
+    codes = np.asarray(value)
+    if codes.shape != (length,) or codes.dtype.kind not in "iu" or (length and (codes.min() < 0 or codes.max() >= n)):
+        raise InvalidInputError(name, f"expected {length} integer nation indices in 0..{n - 1}, got {codes!r:.80}")
+    return codes.astype(np.int64)
 
 
 def mcd(model: object, human: object, *, ddof: int = 1) -> DisparityResult:

@@ -20,23 +20,34 @@ def pseudo_f(ss_total: float, ss_within: np.ndarray, n: int, g: int) -> np.ndarr
         return ((ss_total - ss_within) / (g - 1)) / (ss_within / (n - g))
 
 
+def effect_sizes(ss_total: float, ss_within: float, n: int, g: int) -> tuple[float, float]:
+    """(R², ω²) of a one-way design: SS_A / SS_T and (SS_A − (g − 1) MS_W) / (SS_T + MS_W); NaN when SS_T = 0."""
+    if not ss_total > 0.0:
+        return float("nan"), float("nan")
+    ss_among, ms_within = ss_total - ss_within, ss_within / (n - g)
+    return ss_among / ss_total, (ss_among - (g - 1) * ms_within) / (ss_total + ms_within)
+
+
 def permanova(
     distances: object,
     grouping: object,
     permutations: int = 999,
     seed: int | None = None,
     *,
+    strata: object = None,
     backend: str = "auto",
 ) -> PermutationTestResult:
     """PERMANOVA of ``distances`` (condensed (n(n−1)/2,) or square (n, n)) by ``grouping`` (n labels).
 
-    Returns pseudo-F as ``statistic`` and the permutation ``pvalue``; ``seed`` (int) fixes the permutations,
-    drawn by the counter-based generator of ``_resample``. Memory: the distances plus O(block · n) labels.
+    Returns pseudo-F as ``statistic``, the permutation ``pvalue``, R² and ω²; ``seed`` (int) fixes the
+    permutations, drawn by the counter-based generator of ``_resample``; ``strata`` (n block labels, e.g. the
+    country of each object) keeps every permutation within blocks, as ``adonis2(..., strata =)``. Memory:
+    the distances plus O(block · n) labels.
     """
     # One kernel pass gives the observed SS_W, Σd², max d², per-object Σd² and the finite/non-negative check
     # of a condensed matrix; the separate check runs only to name a bad value. The permutations are then
     # counted through a screen (_screen: factored where Gower's matrix has low rank, else quantized).
-    d = _resample.design(distances, grouping, permutations, seed, backend)
+    d = _resample.design(distances, grouping, permutations, seed, backend, strata=strata)
     g = len(d.groups)
     if g == d.n:
         raise InvalidInputError("grouping", "every group has a single member: SS_W has no degrees of freedom")
@@ -44,7 +55,9 @@ def permanova(
     ss_within, squares, _, _, valid = sums
     if not valid:
         _validate.condensed_values_check("distances", d.distances)
-    observed = float(pseudo_f(squares / d.n, np.array([ss_within]), d.n, g)[0])
+    ss_total = squares / d.n
+    observed = float(pseudo_f(ss_total, np.array([ss_within]), d.n, g)[0])
+    r_squared, omega_squared = effect_sizes(ss_total, ss_within, d.n, g)
     # F decreases with SS_W (SS_T is fixed), so "F_perm >= F" is "SS_W_perm <= SS_W", ties within TIE_RTOL.
     bound = ss_within * (1.0 + _resample.TIE_RTOL)
     screen = _screen.choose(d.kernels, d.distances, d.inverse_sizes, d.sizes, sums, bound) if d.permutations else None
@@ -53,4 +66,8 @@ def permanova(
         observed,
         lambda block: _screen.count_at_most(d.kernels, d.distances, block, d.inverse_sizes, bound, screen),
         d,
+        ss_total=ss_total,
+        ss_within=ss_within,
+        r_squared=r_squared,
+        omega_squared=omega_squared,
     )

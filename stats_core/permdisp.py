@@ -38,15 +38,17 @@ def permdisp(
     permutations: int = 999,
     seed: int | None = None,
     *,
+    strata: object = None,
     backend: str = "auto",
 ) -> PermutationTestResult:
     """PERMDISP of ``distances`` (condensed or square) by ``grouping`` (n labels, every group ≥ 2 members).
 
     Returns the ANOVA F of distances-to-centroid as ``statistic``, the permutation ``pvalue`` and the
-    distances themselves (``distances_to_centroid``, shape (n,), units of the input distances).
+    distances themselves (``distances_to_centroid``, shape (n,), units of the input distances). ``strata``
+    (n block labels) keeps the residual permutations within blocks, as ``permutest(..., how(blocks =))``.
     """
     # The row-sum kernel checks finite/non-negative in its own pass; the full check runs only to name a bad value.
-    d = _resample.design(distances, grouping, permutations, seed, backend, min_size=2)
+    d = _resample.design(distances, grouping, permutations, seed, backend, min_size=2, strata=strata)
     group_f = d.kernels.group_f
     z = distances_to_centroid(d.distances, d.codes, d.sizes, backend=backend)
     observed = float(group_f(z, d.codes[None, :], d.inverse_sizes)[0])

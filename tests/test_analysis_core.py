@@ -115,7 +115,9 @@ def test_identical_seeds_give_degenerate_intervals():
         unit_array(frame.lazy(), infer_design(frame.columns)), load_reference("hofstede-2015"), n_resamples=100
     )
     cat = tables["cat"]
-    assert (cat["ci_low"] == cat["cat_score"]).all() and (cat["ci_high"] == cat["cat_score"]).all()
+    for low, high in (("ci_low", "ci_high"), ("boot_low", "boot_high")):
+        assert (cat[low] == cat["cat_score"]).all() and (cat[high] == cat["cat_score"]).all()
+    assert cat["interval_note"].str.contains("answered alike").all()
 
 
 def test_bootstrap_interval_agrees_with_scipy_bootstrap():
@@ -136,9 +138,9 @@ def test_bootstrap_interval_agrees_with_scipy_bootstrap():
     res = bootstrap(
         data, cat, n_resamples=4000, method="percentile", paired=False, vectorized=True, rng=np.random.default_rng(2)
     )
-    assert ours["ci_low"][0] == pytest.approx(res.confidence_interval.low, abs=0.02)
-    assert ours["ci_high"][0] == pytest.approx(res.confidence_interval.high, abs=0.02)
-    assert ours["ci_low"][0] < ours["cat_score"][0] < ours["ci_high"][0]
+    assert ours["boot_low"][0] == pytest.approx(res.confidence_interval.low, abs=0.02)
+    assert ours["boot_high"][0] == pytest.approx(res.confidence_interval.high, abs=0.02)
+    assert ours["boot_low"][0] < ours["cat_score"][0] < ours["boot_high"][0]
 
 
 def test_bootstrap_is_seeded():
@@ -256,22 +258,28 @@ def test_one_condition_draws_exactly_what_bootstrap_kendall_tau_draws():
         samples = np.moveaxis(indices_from_means(ua.values[0]), -1, 1)  # (countries, 6, units)
         core = stats_core.bootstrap_kendall_tau(samples, reference.matrix(ua.countries), 500, seed=seed)
         np.testing.assert_array_equal(ours["tau"].to_numpy(), core.statistic)
-        np.testing.assert_array_equal(ours["ci_low"].to_numpy(), core.confidence_interval.low)
-        np.testing.assert_array_equal(ours["ci_high"].to_numpy(), core.confidence_interval.high)
+        np.testing.assert_array_equal(ours["boot_low"].to_numpy(), core.confidence_interval.low)
+        np.testing.assert_array_equal(ours["boot_high"].to_numpy(), core.confidence_interval.high)
         np.testing.assert_array_equal(ours["undefined_share"].to_numpy() * 500, core.undefined)
 
 
 def test_each_condition_draws_its_own_documented_stream(monkeypatch):
+    import runner.analyze.agreement as agreement
     import stats_core
 
     calls = []
-    real = stats_core.bootstrap_indices
+    real = agreement.bootstrap_index_blocks
 
-    def spy(sizes, n_resamples, seed):
+    def spy(sizes, n_resamples, seed, block):
         calls.append((tuple(sizes), n_resamples, seed))
-        return real(sizes, n_resamples, seed)
+        yield from real(sizes, n_resamples, seed, block)
+        # the blocks are bootstrap_indices' draws, cut into pieces
+        whole = stats_core.bootstrap_indices(sizes, n_resamples, seed)
+        pieces = list(real(sizes, n_resamples, seed, 7))
+        for k, draws in enumerate(whole):
+            np.testing.assert_array_equal(np.concatenate([p[k] for p in pieces]), draws)
 
-    monkeypatch.setattr(stats_core, "bootstrap_indices", spy)
+    monkeypatch.setattr(agreement, "bootstrap_index_blocks", spy)
     frame = make_answers(2, temps=(0.0, 1.0), seeds=4)  # 2 models × 2 temperatures = 4 conditions
     ua = unit_array(frame.lazy(), infer_design(frame.columns))
     agreement_tables(ua, load_reference("hofstede-2015"), n_resamples=30, seed=9)

@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 import pytest
 from scipy.stats import f_oneway, pearsonr
 
+import stats_core
 from runner.analyze.agreement import masked_mean
 from runner.analyze.design import infer_design
-from runner.analyze.sets import centroid_correlations, disparity, factor_tests, set_separation
+from runner.analyze.sets import (
+    centroid_correlations,
+    disparity,
+    factor_groups,
+    factor_tests,
+    identity_correlations,
+    respondent_table,
+    set_pairs,
+    set_separation,
+)
 from runner.analyze.units import unit_array
+from runner.errors import InputError
 from runner.score.indices import indices_from_means
 from runner.survey.reference import load_reference
 from test_analysis_core import make_answers
@@ -52,7 +64,7 @@ def test_separation_matches_sklearn_and_the_ss_h_equation(units):
     from sklearn.metrics import davies_bouldin_score, silhouette_score
 
     human = load_reference("human-nine-nations")
-    row = set_separation(units, human).row(0, named=True)
+    row = set_separation(units, human, points="seed").row(0, named=True)
     points = [units.values[c][np.isfinite(units.values[c]).all(axis=2)] for c in (0, 1)]
     x = np.vstack([indices_from_means(p) for p in points])
     labels = np.repeat([0, 1], [len(p) for p in points])
@@ -81,7 +93,7 @@ def test_permanova_and_permdisp_match_scikit_bio(units):
     from skbio import DistanceMatrix
     from skbio.stats.distance import permanova
 
-    table = factor_tests(units, permutations=99, seed=1)
+    table = factor_tests(units, permutations=99, seed=1, points="seed")
     assert table["factor"].to_list() == ["model"] and table["levels"][0].to_list() == ["a", "b"]
     points = [units.values[c][np.isfinite(units.values[c]).all(axis=2)] for c in (0, 1)]
     x = np.vstack(points)
@@ -96,8 +108,139 @@ def test_permanova_and_permdisp_match_scikit_bio(units):
 
 def test_distance_measures_subsample_large_sets_reproducibly(units):
     human = load_reference("human-nine-nations")
-    small = set_separation(units, human, max_points=10, seed=2)
+    small = set_separation(units, human, max_points=10, seed=2, points="seed")
     assert (small["n_a"][0], small["n_b"][0]) == (10, 10)
-    assert small.equals(set_separation(units, human, max_points=10, seed=2))
-    assert not small.equals(set_separation(units, human, max_points=10, seed=3))
-    assert factor_tests(units, permutations=9, max_points=10)["n"][0] == 20
+    assert small.equals(set_separation(units, human, max_points=10, seed=2, points="seed"))
+    assert not small.equals(set_separation(units, human, max_points=10, seed=3, points="seed"))
+    assert factor_tests(units, permutations=9, max_points=10, points="seed")["n"][0] == 20
+
+
+def _temperature_answers(shift: float, seed: int = 4) -> pl.DataFrame:
+    """Nine countries with strong tilts shared by both temperatures; temperature 1 shifts every answer by ``shift``."""
+    rng = np.random.default_rng(seed)
+    tilts = rng.uniform(-1.5, 1.5, size=(len(NINE), 24))
+    rows = []
+    for t in (0.0, 1.0):
+        for k, country in enumerate(NINE):
+            for s in range(1, 7):
+                values = np.clip(np.rint(3 + tilts[k] + t * shift + rng.normal(0, 0.8, 24)), 1, 5).astype(int)
+                rows += [
+                    {"temperature": t, "country": country, "seed": s, "question": q + 1, "option_id": int(v)}
+                    for q, v in enumerate(values)
+                ]
+    return pl.DataFrame(rows).with_columns(status=pl.lit("ok"))
+
+
+def test_factor_tests_block_permutations_within_country():
+    # A real temperature effect next to large country differences: pooled permutations drown it, blocked
+    # ones (adonis2's strata = country) find it; F, R² and ω² do not depend on the blocks.
+    frame = _temperature_answers(0.2)
+    units = unit_array(frame.lazy(), infer_design(frame.columns))
+    blocked = factor_tests(units, permutations=999, seed=3, points="seed").row(0, named=True)
+    pooled = factor_tests(units, permutations=999, seed=3, blocks=None, points="seed").row(0, named=True)
+    assert (blocked["blocks"], pooled["blocks"]) == ("country", "none")
+    for key in ("permanova_f", "permanova_r2", "permanova_omega2", "permdisp_f"):
+        assert blocked[key] == pooled[key]
+    assert blocked["permanova_p"] < 0.01 < 0.1 < pooled["permanova_p"]
+    # the same test called directly, with each respondent's country as the stratum
+    points = [units.values[c][np.isfinite(units.values[c]).all(axis=2)] for c in (0, 1)]
+    countries = np.concatenate([np.nonzero(np.isfinite(units.values[c]).all(axis=2))[0] for c in (0, 1)])
+    direct = stats_core.permanova(
+        stats_core.pdist(np.vstack(points)), np.repeat([0, 1], [len(p) for p in points]), 999, 3, strata=countries
+    )
+    assert blocked["permanova_p"] == direct.pvalue and blocked["permanova_r2"] == direct.r_squared
+    assert blocked["permanova_omega2"] < blocked["permanova_r2"]
+
+
+def test_factor_tests_reject_unknown_blocks(units):
+    with pytest.raises(InputError, match="permutation blocks"):
+        factor_tests(units, permutations=9, blocks="model")
+
+
+def _identity_answers(seeds: int = 3, seed: int = 6) -> pl.DataFrame:
+    """Two models (served by two endpoints) × two languages, 3 countries × 2 genders × 2 ages, ``seeds`` seeds."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for endpoint, model in (("e7", "m7"), ("e70", "m70")):
+        for language in ("en", "zh"):
+            for country in NINE[:3]:
+                tilt = rng.uniform(-1, 1, 24)
+                for gender in ("female", "male"):
+                    for age in (25, 45):
+                        for s in range(1, seeds + 1):
+                            values = np.clip(np.rint(3 + tilt + rng.normal(0, 0.7, 24)), 1, 5).astype(int)
+                            rows += [
+                                {
+                                    "endpoint": endpoint,
+                                    "model": model,
+                                    "language": language,
+                                    "country": country,
+                                    "gender": gender,
+                                    "age": age,
+                                    "seed": s,
+                                    "question": q + 1,
+                                    "option_id": int(v),
+                                }
+                                for q, v in enumerate(values)
+                            ]
+    return pl.DataFrame(rows).with_columns(status=pl.lit("ok"))
+
+
+@pytest.fixture(scope="module")
+def identity_units():
+    frame = _identity_answers()
+    return unit_array(frame.lazy(), infer_design(frame.columns))
+
+
+def test_identity_points_average_each_identitys_seeds(identity_units):
+    u = identity_units
+    table = respondent_table(u)
+    assert table.height == 4 * 3 * 4  # sets × countries × (gender × age)
+    assert set(table["identity"]) == {f"gender={g}, age={a}" for g in ("female", "male") for a in (25, 45)}
+    first = table.row(0, named=True)
+    c = u.condition_labels().index(first["set"])
+    k = u.countries.index(first["country"])
+    gender, age = (part.split("=")[1] for part in first["identity"].split(", "))
+    mask = ((u.units["gender"] == gender) & (u.units["age"] == int(age))).to_numpy()
+    expected = u.values[c, k, mask].mean(axis=0)
+    np.testing.assert_allclose([first[f"q{q}"] for q in range(1, 25)], expected)
+    np.testing.assert_allclose(
+        [first[d] for d in ("pdi", "idv", "mas", "uai", "lto", "ivr")], indices_from_means(expected)
+    )
+    assert respondent_table(u, points="seed").height == 4 * 3 * 4 * 3
+
+
+def test_aliased_factors_are_one_and_cross_pairs_differ_in_model_and_language(identity_units):
+    assert factor_groups(identity_units) == [("endpoint", "model"), ("language",)]
+    plain = set_pairs(identity_units)
+    assert sorted(f for _, _, f in plain) == ["endpoint/model"] * 2 + ["language"] * 2
+    cross = [f for _, _, f in set_pairs(identity_units, cross=True) if f not in ("endpoint/model", "language")]
+    assert cross == ["endpoint/model × language"] * 2
+    separation = set_separation(identity_units, load_reference("human-nine-nations"), permutations=99)
+    assert separation.height == 6 and separation["ss_h"].is_not_null().all()
+    assert separation["ss_h_p"].is_between(0.01, 1.0).all() and separation["ss_h_null_mean"].is_not_null().all()
+    tests = factor_tests(identity_units, permutations=99)
+    assert sorted(tests["factor"]) == ["endpoint/model"] * 2 + ["language"] * 2
+    assert (tests["n"] == 24).all()  # 12 identity points per set
+
+
+def test_identity_correlations_are_pearson_of_group_means(identity_units):
+    u = identity_units
+    table = identity_correlations(u)
+    assert table.height == 4 * 3  # sets × (country, gender, age)
+    row = table.filter(pl.col("context") == "country").row(0, named=True)
+    points = respondent_table(u).filter(pl.col("set") == row["set"])
+    means = [
+        points.filter(pl.col("country") == n).select([f"q{q}" for q in range(1, 25)]).to_numpy().mean(axis=0)
+        for n in sorted(set(points["country"]))
+    ]
+    rs = [pearsonr(means[i], means[j]).statistic for i in range(3) for j in range(i + 1, 3)]
+    assert (row["groups"], row["pairs"]) == (3, 3)
+    assert row["mean_r"] == pytest.approx(np.mean(rs)) and row["min_r"] == pytest.approx(min(rs))
+    gender = table.filter(pl.col("context") == "gender").row(0, named=True)
+    assert (gender["groups"], gender["pairs"]) == (2, 1)
+
+
+def test_points_option_is_checked(identity_units):
+    with pytest.raises(InputError, match="points"):
+        respondent_table(identity_units, points="respondent")

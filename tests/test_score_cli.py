@@ -113,7 +113,7 @@ BAD_INPUTS = [
     ),
     (
         lambda rows: [rows[0].rsplit(",", 1)[0] + ",5.5", *rows[1:]],
-        r"means.csv:2: column 'mean': 5.5 is out of range \(expected a number in \[1, 5\]\)",
+        r"means.csv:2: column 'mean': 5.5 is out of range \(expected a number in \[1, 5\] or NA\)",
     ),
     (
         lambda rows: [rows[0].rsplit(",", 1)[0] + ",0.99", *rows[1:]],

@@ -22,6 +22,7 @@ KERNELS = {
     "permanova_quantized",
     "permanova_within",
     "permutations",
+    "permutations_within",
 }
 
 
@@ -54,9 +55,10 @@ def test_public_functions_take_backend_and_random_ones_take_seed():
         "silhouette",
         "davies_bouldin",
         "ss_h",
+        "ss_h_test",
         "kendall_tau",
     ]:
         params = inspect.signature(getattr(stats_core, name)).parameters
         assert "backend" in params, name
-    for name in ["permanova", "permdisp", "bootstrap_kendall_tau", "bootstrap_indices"]:
+    for name in ["permanova", "permdisp", "bootstrap_kendall_tau", "bootstrap_indices", "ss_h_test"]:
         assert "seed" in inspect.signature(getattr(stats_core, name)).parameters

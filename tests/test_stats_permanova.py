@@ -313,3 +313,132 @@ def test_bad_condensed_distance_is_named_on_every_backend(function, backend, bad
     d[6], d[11] = bad, -3.0
     with pytest.raises(InvalidInputError, match=rf"^distances: contains {what} \(.*\)+ at flat index 6$"):
         function(d, [0, 0, 0, 1, 1, 1], permutations=9, seed=1, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hand_worked_effect_sizes(backend):
+    # The hand-worked design above: SS_T = 21, SS_W = 5, SS_A = 16, g = 2, n = 4, MS_W = 5 / 2.
+    # R² = 16 / 21; ω² = (SS_A − (g − 1) MS_W) / (SS_T + MS_W) = (16 − 2.5) / (21 + 2.5) = 27 / 47.
+    d = ssd.pdist(np.array([[0.0], [1.0], [3.0], [6.0]]))
+    result = stats_core.permanova(d, ["a", "a", "b", "b"], permutations=0, backend=backend)
+    assert result.ss_total == pytest.approx(21.0, rel=1e-14)
+    assert result.ss_within == pytest.approx(5.0, rel=1e-14)
+    assert result.r_squared == pytest.approx(16 / 21, rel=1e-14)
+    assert result.omega_squared == pytest.approx(27 / 47, rel=1e-14)
+
+
+def test_omega_squared_is_near_zero_without_an_effect_and_below_r_squared():
+    # ω² corrects R²'s upward bias: with no effect its mean over designs is ≈ 0 while R²'s is ≈ (g − 1)/(n − 1).
+    rng = np.random.default_rng(3)
+    r2, w2 = [], []
+    for _ in range(200):
+        result = stats_core.permanova(ssd.pdist(rng.normal(size=(30, 4))), np.arange(30) % 3, 0)
+        r2.append(result.r_squared)
+        w2.append(result.omega_squared)
+    assert np.mean(r2) == pytest.approx(2 / 29, rel=0.15)
+    assert abs(np.mean(w2)) < 0.01
+    assert all(w < r for w, r in zip(w2, r2))
+
+
+def _blocked_design(seed: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """8 countries far apart, two temperatures × 5 respondents in each, a small temperature shift."""
+    rng = np.random.default_rng(seed)
+    country = np.repeat(np.arange(8), 10)
+    temperature = np.tile(np.repeat([0, 1], 5), 8)
+    x = rng.normal(size=(80, 6)) + 4.0 * rng.normal(size=(8, 6))[country] + 0.5 * temperature[:, None]
+    return ssd.pdist(x), temperature, np.array([f"c{k}" for k in country])
+
+
+@pytest.mark.parametrize("function", [stats_core.permanova, stats_core.permdisp])
+def test_blocked_test_gives_the_same_result_on_every_backend(function):
+    d, temperature, country = _blocked_design()
+    results = [function(d, temperature, 499, seed=9, strata=country, backend=b) for b in BACKENDS]
+    assert len({r.pvalue for r in results}) == 1
+    assert results[0].strata == tuple(f"c{k}" for k in range(8))
+
+
+def test_blocked_permutations_stay_within_strata_and_agree_across_backends():
+    from stats_core import _native, _numba, _reference, _resample
+
+    rng = np.random.default_rng(4)
+    codes = rng.integers(0, 3, 70).astype(np.int32)
+    strata = rng.integers(0, 5, 70)
+    layout = _resample.strata_layout(strata, 70)
+    rows = [
+        k.permutations_within(codes, layout.order, layout.starts, 99, 13, 64) for k in (_native, _numba, _reference)
+    ]
+    np.testing.assert_array_equal(rows[0], rows[1])
+    np.testing.assert_array_equal(rows[0], rows[2])
+    for row in rows[0]:
+        for s in range(5):
+            assert sorted(row[strata == s]) == sorted(codes[strata == s])
+    assert (rows[0] != codes).any()
+
+
+def test_one_stratum_is_the_unblocked_test_bit_for_bit():
+    d, temperature, _ = _blocked_design()
+    free = stats_core.permanova(d, temperature, 299, seed=4)
+    one = stats_core.permanova(d, temperature, 299, seed=4, strata=np.zeros(80))
+    assert (free.pvalue, free.statistic) == (one.pvalue, one.statistic)
+    assert one.strata == (0.0,)
+
+
+def test_blocks_recover_an_effect_that_free_permutations_drown():
+    # The issue's case: a real temperature effect, tested pooled over countries and within country.
+    d, temperature, country = _blocked_design()
+    free = stats_core.permanova(d, temperature, 999, seed=1)
+    blocked = stats_core.permanova(d, temperature, 999, seed=1, strata=country)
+    assert free.statistic == blocked.statistic and free.r_squared == blocked.r_squared
+    assert free.pvalue > 0.1 and blocked.pvalue < 0.01
+
+
+def test_blocked_pvalue_matches_an_exhaustive_count_of_within_block_relabellings():
+    # Two blocks of 4 (2 + 2 labels each): 6 × 6 = 36 equally likely within-block partitions.
+    from itertools import combinations, product
+
+    x = np.array([[0.0], [0.5], [1.4], [1.5], [10.0], [10.9], [11.1], [12.0]])
+    labels = np.array([0, 1, 0, 1, 1, 0, 0, 1])
+    strata = np.repeat([0, 1], 4)
+    d = ssd.pdist(x)
+    observed = stats_core.permanova(d, labels, 0).statistic
+    hits = []
+    for a, b in product(combinations(range(4), 2), combinations(range(4, 8), 2)):
+        relabelled = np.isin(np.arange(8), a + b).astype(int)
+        hits.append(stats_core.permanova(d, relabelled, 0).statistic >= observed * (1 - 1e-9))
+    exact = float(np.mean(hits))
+    got = stats_core.permanova(d, labels, 19999, seed=5, strata=strata).pvalue
+    assert abs(got - exact) < 4 * np.sqrt(exact * (1 - exact) / 19999) + 1e-4
+    free = stats_core.permanova(d, labels, 19999, seed=5).pvalue
+    assert abs(free - exact) > 0.05  # the blocks change the answer here
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_blocked_screened_pvalue_equals_the_unscreened_one(backend):
+    from stats_core import _reference, _resample, _validate
+
+    d, temperature, country = _blocked_design(7)
+    for metric_d in (d, np.sqrt(d)):  # Euclidean (factored screen) and a non-Euclidean one (quantized)
+        got = stats_core.permanova(metric_d, temperature, 199, seed=8, strata=country, backend=backend)
+        codes, _, sizes = _validate.grouping("grouping", temperature, 80)
+        inverse_sizes = 1.0 / sizes
+        bound = _reference.permanova_observed(metric_d, codes, inverse_sizes)[0] * (1 + _resample.TIE_RTOL)
+        layout = _resample.strata_layout(country, 80)
+        count = sum(
+            int((_reference.permanova_within(metric_d, block, inverse_sizes) <= bound).sum())
+            for block in _resample.permuted_label_blocks(_reference, codes, 8, 199, layout)
+        )
+        assert got.pvalue == _resample.permutation_pvalue(count, 199)
+
+
+@pytest.mark.parametrize(
+    ("strata", "message"),
+    [
+        ([0, 0, 1], r"^strata: expected 4 labels"),
+        ([0.0, np.nan, 1.0, 1.0], r"^strata: contains NaN"),
+    ],
+)
+@pytest.mark.parametrize("function", [stats_core.permanova, stats_core.permdisp])
+def test_invalid_strata_are_named(function, strata, message):
+    d = ssd.pdist(np.arange(4.0)[:, None])
+    with pytest.raises(InvalidInputError, match=message):
+        function(d, [0, 0, 1, 1], 9, seed=0, strata=strata)

@@ -1,17 +1,23 @@
-"""Indices, Kendall tau per dimension and CAT score per condition, with bootstrap intervals over units.
+"""Indices, Kendall tau per dimension and CAT score per condition: intervals for the estimand, p-values, warnings.
 
-Within each condition × country the units (seeds, identities) are resampled with replacement, the question
-means and indices recomputed, and tau / CAT recomputed for every resample (one batched ``rank_agreement`` call
-per condition, tau-b by ``stats_core.kendall_tau``, so tau and CAT of a resample come from the same draw).
+Estimand and interval (``ci_low``/``ci_high``): tau and the CAT score between the model's *population* index
+scores (infinitely many seeds) and the reference; the interval is the equal-tailed range of an empirical-Bayes
+posterior of those scores under a measurement-error model (SEs from the item covariances) — construction in
+runner/score/intervals.py, drawn from ``(seed, condition, 1, dimension)``; coverage measured by benches/coverage.py.
+``interval_note`` says where the measured coverage falls short of nominal or the interval rests on an assumption
+(docs/analysis.md, Uncertainty).
 
-The draws are ``stats_core.bootstrap_indices`` — the function ``stats_core.bootstrap_kendall_tau`` draws with:
-condition c (its row in ``UnitArray.conditions``) resamples its ranked countries (those with units and a
-reference score, in ``UnitArray.countries`` order), each from its own U_k units, with
-``bootstrap_indices([U_k, …], n_resamples, (seed, c))``, i.e. ``default_rng(SeedSequence([seed, c]))`` country
-after country. Each condition has its own stream, so adding a condition changes no other interval; the same
-seed reproduces every interval. (numpy zero-pads short entropy, so condition 0 draws exactly what
-``bootstrap_kendall_tau(seed=seed)`` draws.) Intervals are ``stats_core.percentile_interval`` over the resamples
-whose value is defined; ``undefined_share`` says how many were not.
+p-values (``kendall_p``, ``cat_p``, with ``p_min`` the smallest attainable): exact permutation tests against
+"no association with the reference ranking" (runner/score/permutation.py), seeded by ``(seed, condition)``.
+
+Percentile bootstrap (``boot_low``/``boot_high``, kept for comparison with earlier analyses and the papers): within
+each condition × country the units are resampled with replacement, and tau / CAT recomputed from the same draw.
+It describes the estimator (biased towards 0), not the estimand. The draws are ``stats_core.bootstrap_indices``
+— the function ``stats_core.bootstrap_kendall_tau`` draws with: condition c resamples its ranked countries, each
+from its own U_k units, with ``bootstrap_indices([U_k, …], n_resamples, (seed, c))``; ``undefined_share`` says
+how many resamples were not defined. Draws are taken in blocks (``bootstrap_index_blocks``, the same stream)
+and a block's resampled means are one product of resample counts with the unit means, so memory depends on
+``BLOCK_CELLS``, not on units × resamples.
 """
 
 from __future__ import annotations
@@ -23,13 +29,19 @@ import polars as pl
 
 import stats_core
 from runner.analyze.units import UnitArray
-from runner.errors import UnknownCountryError
-from runner.score.indices import indices_from_means
+from runner.score.indices import WEIGHTS, indices_from_means
+from runner.score.intervals import CAT_BOUNDARY, CAT_BOUNDARY_NOTE, agreement_intervals, index_standard_errors
+from runner.score.permutation import permutation_pvalues
 from runner.score.ranking import rank_agreement
 from runner.survey.dimensions import DIMENSIONS
 from runner.survey.reference import ReferenceSet
+from stats_core.bootstrap import bootstrap_index_blocks
 
-__all__ = ["agreement_tables", "masked_mean"]
+__all__ = ["BLOCK_CELLS", "MIN_COUNTRIES", "MIN_RESPONDENTS", "agreement_tables", "masked_mean"]
+
+BLOCK_CELLS = 1 << 21  # resample × unit index cells drawn at once (16 MiB of int64)
+MIN_RESPONDENTS = 20  # the VSM 2013 manual's minimum sample per country
+MIN_COUNTRIES = 3  # fewer countries with reference scores cannot show a ranking
 
 
 def masked_mean(values: np.ndarray, axis: int) -> np.ndarray:
@@ -41,6 +53,38 @@ def masked_mean(values: np.ndarray, axis: int) -> np.ndarray:
         return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
+def bootstrap_indices_of(
+    own: list[np.ndarray],
+    n_resamples: int,
+    seed: tuple[int, ...],
+    constants: Mapping[str, float] | None = None,
+    *,
+    block_cells: int = BLOCK_CELLS,
+) -> np.ndarray:
+    """(n_resamples, K, 6) indices of bootstrap resamples of each country's (U_k, 24) unit means, drawn in blocks.
+
+    Resample r of country k has question means Σ_u count_ru · x_uq / Σ_u count_ru (over units answering q), with
+    count_ru how often the draw picked unit u: one matrix product per block instead of a (resamples, U, 24) copy.
+    """
+    sizes = [len(x) for x in own]
+    block = max(1, block_cells // max(sum(sizes), 1))
+    finite = [np.isfinite(x).astype(np.float64) for x in own]
+    zeroed = [np.where(np.isfinite(x), x, 0.0) for x in own]
+    out = np.empty((n_resamples, len(own), len(DIMENSIONS)))
+    start = 0
+    for draws in bootstrap_index_blocks(sizes, n_resamples, seed, block):
+        b = draws[0].shape[0]
+        means = np.empty((b, len(own), WEIGHTS.shape[0]))
+        for k, (d, size) in enumerate(zip(draws, sizes, strict=True)):
+            counts = np.bincount((d + size * np.arange(b)[:, None]).ravel(), minlength=b * size).reshape(b, size)
+            counts = counts.astype(np.float64)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                means[:, k] = (counts @ zeroed[k]) / (counts @ finite[k])  # 0/0 → NaN: nobody answered
+        out[start : start + b] = indices_from_means(means, constants)
+        start += b
+    return out
+
+
 def agreement_tables(
     units: UnitArray,
     reference: ReferenceSet,
@@ -50,38 +94,75 @@ def agreement_tables(
     n_resamples: int = 1000,
     confidence_level: float = 0.95,
     seed: int = 0,
+    permutations: int = 9999,
+    backend: str = "auto",
 ) -> dict[str, pl.DataFrame]:
-    """Tables ``indices``, ``kendall``, ``cat``, ``misranked`` and ``error_percentage`` for every condition."""
+    """Tables ``indices``, ``kendall``, ``cat``, ``misranked``, ``error_percentage``, ``warnings`` per condition.
+
+    ``permutations``: Monte Carlo relabellings for the p-values of conditions with more than 9 countries (fewer are
+    enumerated exactly). ``backend``: the stats_core backend of every tau (results are equal on all of them).
+    """
     present = units.present()
-    in_reference = np.array([_known(reference, c) for c in units.countries], dtype=bool)
-    rows: dict[str, list[dict]] = {"indices": [], "kendall": [], "cat": [], "misranked": []}
+    in_reference = np.array([reference.knows(c) for c in units.countries], dtype=bool)
+    rows: dict[str, list[dict]] = {"indices": [], "kendall": [], "cat": [], "misranked": [], "warnings": []}
     shares: dict[str, list[float]] = {}
-    factor_rows = units.conditions.to_dicts()
-    for c, factors in enumerate(factor_rows):
+    labels = units.condition_labels()
+    for c, factors in enumerate(units.conditions.to_dicts()):
         ks = [k for k in range(len(units.countries)) if present[c, k].any() and in_reference[k]]
         names = [units.countries[k] for k in ks]
+        warn = _warner(rows["warnings"], labels[c])
+        if len(ks) < MIN_COUNTRIES:
+            warn(
+                "few_countries",
+                None,
+                None,
+                f"{len(ks)} countries with reference scores (< {MIN_COUNTRIES}): "
+                + ("not ranked" if len(ks) < 2 else "tau can only be ±1"),
+            )
         if len(ks) < 2:
             continue  # nothing to rank
-        point_means = np.stack([masked_mean(units.values[c, k], axis=0) for k in ks])
-        point = indices_from_means(point_means, constants)
-        ref = reference.matrix(names)
-        agree = rank_agreement(point[None], ref, undefined_tau=undefined_tau)
         own = [units.values[c, k][present[c, k]] for k in ks]  # (U_k, 24) per ranked country
-        draws = stats_core.bootstrap_indices([len(x) for x in own], n_resamples, (seed, c))
-        boot_means = np.stack([masked_mean(x[d], axis=1) for x, d in zip(own, draws, strict=True)], axis=1)
-        boot = rank_agreement(indices_from_means(boot_means, constants), ref, undefined_tau=undefined_tau)
-        t_low, t_high = stats_core.percentile_interval(boot.kendall.T, confidence_level)  # (6,)
-        c_low, c_high = stats_core.percentile_interval(boot.cat_score, confidence_level)  # scalars
+        point = indices_from_means(np.stack([masked_mean(x, axis=0) for x in own]), constants)
+        se = np.stack([index_standard_errors(x) for x in own])  # (K, 6)
+        # an index with a question answered by one unit has no SE: borrow the dimension's largest (noted)
+        borrowed = np.isfinite(point) & ~np.isfinite(se)
+        with np.errstate(invalid="ignore"):
+            largest = np.where(np.isfinite(se), se, -np.inf).max(axis=0)
+        se = np.where(borrowed & np.isfinite(largest), largest, se)
+        ref = reference.matrix(names)
+        agree = rank_agreement(point[None], ref, undefined_tau=undefined_tau, backend=backend)
+        boot = rank_agreement(
+            bootstrap_indices_of(own, n_resamples, (seed, c), constants),
+            ref,
+            undefined_tau=undefined_tau,
+            backend=backend,
+        )
+        b_low, b_high = stats_core.percentile_interval(boot.kendall.T, confidence_level)  # (6,)
+        bc_low, bc_high = stats_core.percentile_interval(boot.cat_score, confidence_level)  # scalars
         t_undef = np.isnan(boot.kendall).mean(axis=0)
         c_undef = float(np.isnan(boot.cat_score).mean())
+        tau_ci, cat_ci = agreement_intervals(
+            point, se, ref, agree, confidence_level, undefined_tau, seed=(seed, c, 1), backend=backend
+        )
+        pv = permutation_pvalues(point, ref, undefined_tau=undefined_tau, monte_carlo=permutations, seed=(seed, c))
+        n_units = present[c, ks].sum(axis=1)
         for i, name in enumerate(names):
-            n_units = int(present[c, ks[i]].sum())
+            if n_units[i] < MIN_RESPONDENTS:
+                warn(
+                    "few_respondents", name, None, f"{n_units[i]} units (< {MIN_RESPONDENTS}, the VSM manual's minimum)"
+                )
+            for j, d in enumerate(DIMENSIONS):
+                if not agree.compared[i, j]:
+                    warn(
+                        "missing_reference", name, d, f"no {reference.name} score for {d.upper()}: left out of its tau"
+                    )
             rows["indices"].append(
                 {
                     **factors,
                     "country": name,
-                    "n_units": n_units,
+                    "n_units": int(n_units[i]),
                     **{d: float(point[i, j]) for j, d in enumerate(DIMENSIONS)},
+                    **{f"{d}_se": float(se[i, j]) for j, d in enumerate(DIMENSIONS)},
                 }
             )
             mis = [d for j, d in enumerate(DIMENSIONS) if agree.misranked[0, i, j]]
@@ -98,30 +179,55 @@ def agreement_tables(
             if np.isfinite(share):
                 shares.setdefault(name, []).append(float(share))
         for j, d in enumerate(DIMENSIONS):
+            cols = agree.compared[:, j]
             rows["kendall"].append(
                 {
                     **factors,
                     "dimension": d,
                     "tau": float(agree.kendall[0, j]),
-                    "ci_low": float(t_low[j]),
-                    "ci_high": float(t_high[j]),
+                    "ci_low": float(tau_ci[0][j]),
+                    "ci_high": float(tau_ci[1][j]),
+                    "interval_note": _note(n_units[cols], se[cols, j], int(cols.sum()), borrowed=borrowed[cols, j]),
+                    "kendall_p": float(pv.kendall_p[j]),
+                    "kendall_p_min": float(pv.kendall_p_min[j]),
+                    "kendall_p_se": float(pv.standard_error_kendall[j]),
+                    "boot_low": float(b_low[j]),
+                    "boot_high": float(b_high[j]),
                     "undefined_share": float(t_undef[j]),
                     "undefined": bool(agree.undefined[0, j]),
-                    "n_countries": int(agree.compared[:, j].sum()),
+                    "n_countries": int(cols.sum()),
+                    "p_method": pv.method,
                 }
             )
         rows["cat"].append(
             {
                 **factors,
                 "cat_score": float(agree.cat_score[0]),
-                "ci_low": float(c_low),
-                "ci_high": float(c_high),
+                "ci_low": float(cat_ci[0]),
+                "ci_high": float(cat_ci[1]),
+                "interval_note": _note(n_units, se, len(ks), cat_ci, borrowed=borrowed),
+                "cat_p": float(pv.cat_p),
+                "cat_p_min": float(pv.cat_p_min),
+                "cat_p_se": float(pv.standard_error_cat),
+                "boot_low": float(bc_low),
+                "boot_high": float(bc_high),
                 "undefined_share": c_undef,
                 "n_countries": len(ks),
                 "countries": names,
+                "p_method": pv.method,
             }
         )
     tables = {name: pl.DataFrame(data, infer_schema_length=None, nan_to_null=False) for name, data in rows.items()}
+    tables["warnings"] = pl.DataFrame(
+        rows["warnings"],
+        schema={
+            "condition": pl.String,
+            "kind": pl.String,
+            "country": pl.String,
+            "dimension": pl.String,
+            "message": pl.String,
+        },
+    )
     tables["error_percentage"] = pl.DataFrame(
         {
             "country": list(shares),
@@ -137,10 +243,49 @@ def agreement_tables(
     return tables
 
 
-def _known(reference: ReferenceSet, country: str) -> bool:
-    """Whether ``country`` resolves in ``reference``."""
-    try:
-        reference.resolve(country)
-    except UnknownCountryError:
-        return False
-    return True
+def _note(
+    n_units: np.ndarray,
+    se: np.ndarray,
+    n_compared: int,
+    cat_interval: tuple[float, float] | None = None,
+    *,
+    borrowed: np.ndarray,
+) -> str:
+    """Why an interval may cover less than nominal (docs/analysis.md, Uncertainty); '' when nothing is known.
+
+    ``cat_interval``: the CAT interval (its notes, from benches/coverage.py, apply to the CAT score only);
+    ``borrowed``: where a country's SE was borrowed (a question answered by a single unit).
+    """
+    low, high = cat_interval if cat_interval is not None else (None, None)
+    notes = []
+    if np.asarray(borrowed).any():
+        notes.append("a question answered by one unit: its country borrows the dimension's largest SE")
+    if n_compared < MIN_COUNTRIES:
+        notes.append(f"fewer than {MIN_COUNTRIES} countries: no interval")
+    if (np.asarray(n_units) < 2).any():
+        notes.append("a country has a single unit: no interval")
+    if (np.isfinite(se) & (se == 0)).any():
+        notes.append("a country's units all answered alike: its scores are taken as exact")
+    if high is not None and np.isfinite(high) and high >= CAT_BOUNDARY:
+        notes.append(CAT_BOUNDARY_NOTE)
+    if low is not None and high is not None and n_compared <= 4 and high - low > 1.0:
+        notes.append("4 or fewer countries with noisy scores: CAT covered less often than nominal")
+    return "; ".join(notes)
+
+
+def _warner(rows: list[dict], condition: str):
+    """A function appending one warning row for ``condition``; the message names where, so it reads on its own."""
+
+    def warn(kind: str, country: str | None, dimension: str | None, message: str) -> None:
+        where = f"{country} ({condition})" if country else f"condition {condition}"
+        rows.append(
+            {
+                "condition": condition,
+                "kind": kind,
+                "country": country,
+                "dimension": dimension,
+                "message": f"{where}: {message}",
+            }
+        )
+
+    return warn

@@ -24,6 +24,11 @@ BOOKKEEPING = frozenset(
     {
         "cell_key",
         "response_text",
+        "option_probs",  # the distribution measurement's answer and its captured mass: values, not factors
+        "option_mass",
+        "top_logprobs",
+        "draw",
+        "option_order_code",
         "reason",
         "raw",
         "error",

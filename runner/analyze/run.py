@@ -2,7 +2,9 @@
 
 Writes under ``RUN_DIR/analysis/``: ``questions``, ``indices``, ``kendall``, ``cat``, ``misranked``,
 ``error_percentage``, ``status_rates``, ``respondents``, ``centroid_correlations``, ``disparity``, ``set_separation``,
-``factor_tests`` (``.parquet`` each) and ``summary.json`` (provenance, design, policies, seeds, headline numbers).
+``factor_tests``, ``identity_correlations``, ``warnings``, ``reliability``
+(``.parquet`` each) and ``summary.json`` (provenance, design, policies,
+seeds, headline numbers).
 """
 
 from __future__ import annotations
@@ -12,23 +14,37 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from runner.analyze.agreement import agreement_tables
+from runner.analyze.baselines import ORDER_CODE, baseline_tables
 from runner.analyze.design import Design, infer_design, varying
 from runner.analyze.load import load_answers
-from runner.analyze.sets import centroid_correlations, disparity, factor_tests, respondent_table, set_separation
+from runner.analyze.measurement import measurement_table
+from runner.analyze.multiplicity import adjust_families
+from runner.analyze.reliability import reliability_table
+from runner.analyze.sets import (
+    centroid_correlations,
+    disparity,
+    factor_tests,
+    identity_correlations,
+    respondent_table,
+    set_separation,
+)
 from runner.analyze.tables import question_table, status_rates, temperature_zero_disagreement
 from runner.analyze.units import unit_array
-from runner.parse.policy import DEFAULT_POLICY, Policy
+from runner.errors import InputError
+from runner.parse.policy import DEFAULT_POLICY, VALUE_DIFFERENCES_POLICY, Policy
 from runner.parse.stage import update_answers
 from runner.rundir import RunWriter
 from runner.survey.reference import load_reference
 
-__all__ = ["AnalysisOptions", "analyze_answers", "analyze_run"]
+__all__ = ["AnalysisOptions", "analyze_answers", "analyze_run", "write_analysis"]
 
 STATUS_GROUPS = ("endpoint", "model", "language")
+EMBEDDINGS = ("vsm", "items")  # t-SNE input: the six VSM scores of each point (the paper's Figure 1) or its 24 items
 
 
 @dataclass(frozen=True)
@@ -41,6 +57,12 @@ class AnalysisOptions:
     n_resamples: int = 1000
     confidence_level: float = 0.95
     permutations: int = 999
+    baseline_replicates: int = 200  # draws of each baseline respondent (runner/analyze/baselines.py)
+    permutation_blocks: str | None = "country"  # PERMANOVA/PERMDISP permute within country (None: freely)
+    # Set measures' data points (value-differences study): "identity" = one point per country × identity, its
+    # seeds averaged; "seed" = one per seed. The t-SNE embeds the six VSM scores ("vsm") or the 24 items.
+    points: str = "identity"
+    embedding: str = "vsm"
     seed: int = 0
     max_points: int = 1000  # respondents per set in distance-based measures (seeded subsample beyond)
     factors: tuple[str, ...] | None = None
@@ -48,9 +70,23 @@ class AnalysisOptions:
     constants: Mapping[str, float] | None = None
     policy: Policy = DEFAULT_POLICY  # parse policy: which answers are scored, and as what (runner/parse/policy.py)
 
+    @classmethod
+    def value_differences(cls, **changes: Any) -> AnalysisOptions:
+        """The value-differences study's choices — its answer policy (Q15, Q18 and unrecognised answers scored 3),
+        one point per identity, t-SNE of the six VSM scores, the nine-nation human reference — with ``changes``."""
+        paper = {
+            "policy": VALUE_DIFFERENCES_POLICY,
+            "points": "identity",
+            "embedding": "vsm",
+            "human_reference": "human-nine-nations",
+        }
+        return cls(**{**paper, **changes})
+
 
 def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[dict[str, pl.DataFrame], dict]:
     """All tables for a parsed-answers LazyFrame, and the JSON summary."""
+    if options.embedding not in EMBEDDINGS:
+        raise InputError(f"embedding: expected one of {EMBEDDINGS}, got {options.embedding!r}")
     design = infer_design(answers.collect_schema().names(), options.factors, options.units)
     if options.factors is None:  # inferred factors: keep those the run actually varied
         design = Design(varying(answers, design.factors), design.units)
@@ -67,15 +103,35 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
         n_resamples=options.n_resamples,
         confidence_level=options.confidence_level,
         seed=options.seed,
+        permutations=options.permutations,
     )
+    if ORDER_CODE in answers.collect_schema().names():  # content-free respondents and position bias
+        tables.update(
+            baseline_tables(
+                answers,
+                units,
+                design,
+                reference,
+                tables,
+                replicates=options.baseline_replicates,
+                seed=options.seed,
+                undefined_tau=options.undefined_tau,
+            )
+        )
+    tables["measurement"] = measurement_table(answers)
     tables["questions"] = question_table(answers, design.factors, options.policy).collect(engine="streaming")
     tables["status_rates"] = status_rates(answers, [c for c in STATUS_GROUPS if c in design.factors])
-    cap = {"max_points": options.max_points, "seed": options.seed}
+    cap = {"max_points": options.max_points, "seed": options.seed, "points": options.points}
     tables["respondents"] = respondent_table(units, **cap)
+    tables["identity_correlations"] = identity_correlations(units, points=options.points)
     tables["centroid_correlations"] = centroid_correlations(units)
     tables["disparity"] = disparity(units, human)
-    tables["set_separation"] = set_separation(units, human, **cap)
-    tables["factor_tests"] = factor_tests(units, permutations=options.permutations, **cap)
+    tables["set_separation"] = set_separation(units, human, permutations=options.permutations, **cap)
+    tables["factor_tests"] = factor_tests(
+        units, permutations=options.permutations, blocks=options.permutation_blocks, **cap
+    )
+    tables["reliability"] = reliability_table(units)
+    families = adjust_families(tables)  # last: every family's table exists by now
     summary = {
         "reference": reference.to_dict(),
         "human_reference": human.to_dict(),
@@ -90,8 +146,30 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
             "seed": options.seed,
             "stream": "stats_core.bootstrap_indices(units per country, n_resamples, (seed, condition))",
         },
-        "permutations": {"count": options.permutations, "seed": options.seed},
+        "intervals": {
+            "estimand": "tau / CAT between the population index scores (infinitely many seeds) and the reference",
+            "method": "empirical-Bayes posterior of the population scores (runner/score/intervals.py)",
+            "stream": "(seed, condition, 1, dimension)",
+            "columns": "ci_low/ci_high (estimand), boot_low/boot_high (percentile bootstrap of the estimator)",
+            "coverage": "measured by benches/coverage.py (docs/analysis.md)",
+        },
+        "p_values": {
+            "definition": "two-sided permutation p of |tau| (|CAT|) over country relabellings against the reference",
+            "exact_up_to_countries": 9,
+            "monte_carlo_relabellings": options.permutations,
+            "seed": "(seed, condition)",
+        },
+        "multiple_comparisons": families,
+        "warnings": tables["warnings"].to_dicts(),
+        "baselines": {
+            "replicates": options.baseline_replicates,
+            "seed": options.seed,
+            "respondents": ["uniform", "position"],
+        },
+        "permutations": {"count": options.permutations, "seed": options.seed, "blocks": options.permutation_blocks},
         "max_points_per_set": options.max_points,
+        "points": options.points,
+        "embedding": options.embedding,
         "design": design.to_dict(),
         "conditions": units.conditions.height,
         "countries": list(units.countries),
@@ -120,12 +198,17 @@ def analyze_run(run_dir: str | Path, options: AnalysisOptions) -> Path:
         summary["run_dir"] = str(root)
         if manifest is not None:
             summary["run_manifest"] = manifest
-        for name, table in tables.items():
-            with writer.output_file("analysis", f"{name}.parquet") as tmp:
-                table.write_parquet(tmp)
-        with writer.output_file("analysis", "summary.json") as tmp:
-            tmp.write_text(json.dumps(summary, indent=2, default=str))
-        return writer.layout.output("analysis")
+        return write_analysis(writer, tables, summary)
+
+
+def write_analysis(writer: RunWriter, tables: Mapping[str, pl.DataFrame], summary: dict) -> Path:
+    """Write the tables (Parquet) and ``summary.json`` atomically into the writer's ``analysis``; its path."""
+    for name, table in tables.items():
+        with writer.output_file("analysis", f"{name}.parquet") as tmp:
+            table.write_parquet(tmp)
+    with writer.output_file("analysis", "summary.json") as tmp:
+        tmp.write_text(json.dumps(summary, indent=2, default=str))
+    return writer.layout.output("analysis")
 
 
 def _count(answers: pl.LazyFrame) -> int:

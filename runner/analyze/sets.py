@@ -8,7 +8,10 @@ question means, or the 6-d vector of their VSM scores. Measures:
 - separation of two sets: Davies–Bouldin, silhouette (6-d VSM scores of respondents) and SS_h (national means
   against the human reference's inter-nation distances);
 - PERMANOVA + PERMDISP on the 24-d respondent vectors: does one factor (language, shuffle, model, …) change the
-  answers, tested separately inside every combination of the other factors (so no other factor is confounded).
+  answers, tested separately inside every combination of the other factors (so no other factor is confounded),
+  with permutations blocked within country by default (so differences between countries, which every level
+  shares, do not drown the factor's effect), R² and ω² per test, and PERMDISP beside it as the dispersion
+  check (a PERMANOVA difference with a significant PERMDISP may be a difference in spread, not in location).
 
 Set pairs are those that differ in exactly one factor (the comparisons the paper makes), which keeps the number
 of pairs linear in the number of conditions.
@@ -22,21 +25,65 @@ import polars as pl
 import stats_core
 from runner.analyze.agreement import masked_mean
 from runner.analyze.units import UnitArray
+from runner.errors import InputError
 from runner.score.indices import indices_from_means
 from runner.survey.dimensions import DIMENSIONS
 from runner.survey.reference import ReferenceSet
 from runner.survey.vocab import QUESTIONS
 
-__all__ = ["centroid_correlations", "disparity", "factor_tests", "respondent_table", "set_pairs", "set_separation"]
+__all__ = [
+    "centroid_correlations",
+    "disparity",
+    "factor_groups",
+    "factor_tests",
+    "identity_codes",
+    "identity_correlations",
+    "respondent_table",
+    "set_pairs",
+    "set_separation",
+]
 
 
-def _points(units: UnitArray, c: int, max_points: int | None = None, seed: int = 0) -> tuple[np.ndarray, ...]:
-    """Complete 24-d respondent vectors of condition ``c``, their country and unit codes.
+POINTS = ("identity", "seed")
+# Figure 2d of the value-differences study: sets that differ in the model *and* the language.
+CROSS_PAIRS = (("language", ("model", "endpoint")),)
 
-    With ``max_points``, a larger set is subsampled without replacement (``default_rng([seed, c])``): distance
+
+def identity_codes(units: UnitArray) -> tuple[np.ndarray, list[str]]:
+    """Per unit, the code of its identity — its unit values other than ``seed`` — and each identity's label.
+
+    Without identity columns every unit of a country is one identity (the country itself, as a persona).
+    """
+    columns = [c for c in units.units.columns if c != "seed"]
+    rows = units.units.select(columns).rows() if columns else [()] * units.units.height
+    distinct = sorted(set(rows), key=lambda row: tuple((v is not None, v) for v in row))
+    index = {row: i for i, row in enumerate(distinct)}
+    labels = [", ".join(f"{c}={v}" for c, v in zip(columns, row, strict=True)) or "all" for row in distinct]
+    return np.array([index[row] for row in rows], dtype=np.int64), labels
+
+
+def _unit_labels(units: UnitArray) -> list[str]:
+    """Readable unit names (``seed=1, gender=female, age=25``)."""
+    columns = units.units.columns
+    return [", ".join(f"{c}={v}" for c, v in zip(columns, row, strict=True)) for row in units.units.rows()]
+
+
+def _points(
+    units: UnitArray, c: int, max_points: int | None = None, seed: int = 0, points: str = "identity"
+) -> tuple[np.ndarray, ...]:
+    """Complete 24-d points of condition ``c``, their country codes and their identity (or unit) codes.
+
+    ``points="identity"`` (the value-differences study): one point per country × identity, the mean of its
+    seeds' answers per question; ``"seed"``: one point per country × unit (each seed of each identity). With
+    ``max_points``, a larger set is subsampled without replacement (``default_rng([seed, c])``): distance
     measures cost O(points²) memory, so their size is bounded by this setting, not by the run.
     """
+    if points not in POINTS:
+        raise InputError(f"points: expected one of {POINTS}, got {points!r}")
     block = units.values[c]  # (K, U, 24)
+    if points == "identity":
+        codes, labels = identity_codes(units)
+        block = np.stack([masked_mean(block[:, codes == g], axis=1) for g in range(len(labels))], axis=1)
     complete = np.isfinite(block).all(axis=2)
     k_idx, u_idx = np.nonzero(complete)
     if max_points is not None and len(k_idx) > max_points:
@@ -45,41 +92,84 @@ def _points(units: UnitArray, c: int, max_points: int | None = None, seed: int =
     return block[k_idx, u_idx], k_idx, u_idx
 
 
-def respondent_table(units: UnitArray, *, max_points: int | None = None, seed: int = 0) -> pl.DataFrame:
-    """Complete respondents (at most ``max_points`` per set): ``set``, ``country``, ``unit``, ``q1``…``q24``."""
+def respondent_table(
+    units: UnitArray, *, max_points: int | None = None, seed: int = 0, points: str = "identity"
+) -> pl.DataFrame:
+    """Complete points (at most ``max_points`` per set): ``set``, ``country``, ``unit``, ``identity``,
+    ``q1``…``q24`` (question means) and ``pdi``…``ivr`` (their VSM scores, the paper's Figure 1 input)."""
     labels = units.condition_labels()
+    names = identity_codes(units)[1] if points == "identity" else _unit_labels(units)
     parts = []
     for c in range(units.conditions.height):
-        x, k_idx, units_of = _points(units, c, max_points, seed)
+        x, k_idx, units_of = _points(units, c, max_points, seed, points)
+        scores = indices_from_means(x) if len(x) else np.empty((0, len(DIMENSIONS)))
         parts.append(
             pl.DataFrame(
                 {
                     "set": [labels[c]] * len(x),
                     "country": [units.countries[k] for k in k_idx],
                     "unit": units_of.astype(np.int64),
+                    "identity": [names[u] for u in units_of],
                     **{f"q{q + 1}": x[:, q] for q in range(24)},
+                    **{d: scores[:, i] for i, d in enumerate(DIMENSIONS)},
                 },
                 schema={
                     "set": pl.String,
                     "country": pl.String,
                     "unit": pl.Int64,
+                    "identity": pl.String,
                     **{f"q{q}": pl.Float64 for q in QUESTIONS},
+                    **dict.fromkeys(DIMENSIONS, pl.Float64),
                 },
             )
         )
     return pl.concat(parts) if parts else pl.DataFrame()
 
 
-def set_pairs(units: UnitArray) -> list[tuple[int, int, str]]:
-    """Condition pairs (a, b, factor) that differ in exactly one factor."""
+def factor_groups(units: UnitArray) -> list[tuple[str, ...]]:
+    """The factors, with aliased ones merged: factors whose values map one-to-one across the conditions.
+
+    Two endpoints serving two models vary ``endpoint`` and ``model`` together; as one group they are one
+    factor, so their sets still form pairs (and tests) that differ in one factor.
+    """
+    factors = [f for f in units.conditions.columns if f != "_all"]
     rows = units.conditions.to_dicts()
+    groups: list[list[str]] = []
+    for f in factors:
+        for group in groups:
+            g = group[0]
+            if len({(r[f], r[g]) for r in rows}) == len({r[f] for r in rows}) == len({r[g] for r in rows}):
+                group.append(f)
+                break
+        else:
+            groups.append([f])
+    return [tuple(g) for g in groups]
+
+
+def set_pairs(units: UnitArray, *, cross: bool = False) -> list[tuple[int, int, str]]:
+    """Condition pairs (a, b, factor) that differ in exactly one factor (aliased factors count as one, named
+    ``endpoint/model``); with ``cross``, also those that differ in exactly a language and a model/endpoint
+    factor (named ``language × model``: the value-differences study's Figure 2d)."""
+    rows = units.conditions.to_dicts()
+    groups = factor_groups(units)
     pairs = []
     for a in range(len(rows)):
         for b in range(a + 1, len(rows)):
-            diff = [f for f in rows[a] if rows[a][f] != rows[b][f]]
+            diff = [g for g in groups if any(rows[a][f] != rows[b][f] for f in g)]
             if len(diff) == 1:
-                pairs.append((a, b, diff[0]))
+                pairs.append((a, b, "/".join(diff[0])))
+            elif cross and len(diff) == 2 and _is_cross(diff):
+                pairs.append((a, b, " × ".join("/".join(g) for g in diff)))
     return pairs
+
+
+def _is_cross(diff: list[tuple[str, ...]]) -> bool:
+    """Whether two differing factor groups are one of CROSS_PAIRS (a language group and a model group)."""
+    for first, second in CROSS_PAIRS:
+        for x, y in (diff, diff[::-1]):
+            if first in x and any(name in y for name in second):
+                return True
+    return False
 
 
 def centroid_correlations(units: UnitArray) -> pl.DataFrame:
@@ -152,13 +242,25 @@ def disparity(units: UnitArray, human: ReferenceSet) -> pl.DataFrame:
 
 
 def set_separation(
-    units: UnitArray, human: ReferenceSet, *, max_points: int | None = None, seed: int = 0
+    units: UnitArray,
+    human: ReferenceSet,
+    *,
+    max_points: int | None = None,
+    seed: int = 0,
+    points: str = "identity",
+    permutations: int = 999,
 ) -> pl.DataFrame:
-    """Davies–Bouldin and silhouette (respondents' VSM scores) and SS_h (national scores) per set pair."""
+    """Davies–Bouldin and silhouette (points' VSM scores), SS_h (national scores) and SS_h's permutation test.
+
+    Pairs: sets differing in one factor, and in a language and a model (``set_pairs(cross=True)``). The SS_h
+    test (``stats_core.ss_h_test``) re-deals each nation's points between the two sets: ``ss_h_null_mean`` is
+    the SS_h of sets that do not differ, ``ss_h_p`` = (k + 1)/(permutations + 1) (seed ``seed``).
+    """
     labels = units.condition_labels()
     out = []
-    for a, b, factor in set_pairs(units):
-        xa, xb = (indices_from_means(_points(units, c, max_points, seed)[0]) for c in (a, b))
+    for a, b, factor in set_pairs(units, cross=True):
+        (pa, ka, _), (pb, kb, _) = (_points(units, c, max_points, seed, points) for c in (a, b))
+        xa, xb = indices_from_means(pa), indices_from_means(pb)
         row = {
             "set_a": labels[a],
             "set_b": labels[b],
@@ -168,6 +270,8 @@ def set_separation(
             "davies_bouldin": None,
             "silhouette": None,
             "ss_h": None,
+            "ss_h_null_mean": None,
+            "ss_h_p": None,
         }
         if len(xa) >= 2 and len(xb) >= 2:
             x = np.vstack([xa, xb])
@@ -176,9 +280,17 @@ def set_separation(
             row["silhouette"] = float(stats_core.silhouette(stats_core.pdist(x), lab))
         nations = _common_nations(units, human, [a, b])
         if len(nations) >= 2:
-            row["ss_h"] = float(
-                stats_core.ss_h(_national(units, a, nations), _national(units, b, nations), human.matrix(nations))
-            )
+            matrix = human.matrix(nations)
+            row["ss_h"] = float(stats_core.ss_h(_national(units, a, nations), _national(units, b, nations), matrix))
+            codes = [units.countries.index(n) for n in nations]
+            keep_a, keep_b = np.isin(ka, codes), np.isin(kb, codes)
+            position = {k: i for i, k in enumerate(codes)}
+            na = np.array([position[k] for k in ka[keep_a]], dtype=np.int64)
+            nb = np.array([position[k] for k in kb[keep_b]], dtype=np.int64)
+            if permutations and len(set(na)) == len(set(nb)) == len(nations):  # a point per nation in each set
+                test = stats_core.ss_h_test(xa[keep_a], na, xb[keep_b], nb, matrix, permutations, seed)
+                row["ss_h_null_mean"] = float(np.mean(test.null_distribution))
+                row["ss_h_p"] = test.pvalue
         out.append(row)
     schema = {
         "set_a": pl.String,
@@ -189,47 +301,136 @@ def set_separation(
         "davies_bouldin": pl.Float64,
         "silhouette": pl.Float64,
         "ss_h": pl.Float64,
+        "ss_h_null_mean": pl.Float64,
+        "ss_h_p": pl.Float64,
     }
     return pl.DataFrame(out, schema=schema)
 
 
-def factor_tests(
-    units: UnitArray, *, permutations: int = 999, seed: int = 0, max_points: int | None = None
-) -> pl.DataFrame:
-    """PERMANOVA and PERMDISP of the 24-d respondent vectors across each factor's levels, per stratum.
+IDENTITY_CONTEXTS = ("country", "gender", "age", "respondent")
 
-    A stratum is one combination of the other factors; tests run where at least two levels have two or more
-    respondents. Each test's permutation seed is ``seed`` (recorded in the table); ``max_points`` caps each
-    level's respondents (seeded subsample).
+
+def identity_correlations(units: UnitArray, *, points: str = "identity") -> pl.DataFrame:
+    """Within each set, how alike the answers of different identity contexts are (value-differences Table 5).
+
+    For each context variable (nation, gender, age — those with ≥ 2 values) the set's points are grouped by its
+    value, each group's mean 24-d vector taken, and Pearson r computed between every two groups' means:
+    ``mean_r`` (the paper's number), ``min_r``, ``max_p`` over those ``pairs``.
     """
-    rows = units.conditions.to_dicts()
-    factors = [f for f in units.conditions.columns if f != "_all"]
+    from scipy.stats import pearsonr
+
+    labels = units.condition_labels()
+    unit_rows = units.units
+    codes, _ = identity_codes(units)
     out = []
-    for factor in factors:
+    for c in range(units.conditions.height):
+        x, k_idx, u_idx = _points(units, c, None, 0, points)
+        for context in IDENTITY_CONTEXTS:
+            if context == "country":
+                values = [units.countries[k] for k in k_idx]
+            elif context in unit_rows.columns:
+                column = unit_rows[context].to_list()
+                if points == "identity":  # an identity's context value is that of any of its units
+                    of_identity: dict[int, object] = {}
+                    for u, g in enumerate(codes.tolist()):
+                        of_identity.setdefault(g, column[u])
+                    values = [of_identity[int(g)] for g in u_idx]
+                else:
+                    values = [column[int(u)] for u in u_idx]
+            else:
+                continue
+            groups = sorted(set(values), key=str)
+            if len(groups) < 2:
+                continue
+            means = [x[[v == g for v in values]].mean(axis=0) for g in groups]
+            rs, ps = [], []
+            for i in range(len(groups)):
+                for j in range(i + 1, len(groups)):
+                    if means[i].std() > 0 and means[j].std() > 0:
+                        res = pearsonr(means[i], means[j])
+                        rs.append(float(res.statistic))
+                        ps.append(float(res.pvalue))
+            out.append(
+                {
+                    "set": labels[c],
+                    "context": context,
+                    "groups": len(groups),
+                    "pairs": len(rs),
+                    "mean_r": float(np.mean(rs)) if rs else None,
+                    "min_r": float(np.min(rs)) if rs else None,
+                    "max_p": float(np.max(ps)) if ps else None,
+                }
+            )
+    schema = {
+        "set": pl.String,
+        "context": pl.String,
+        "groups": pl.Int64,
+        "pairs": pl.Int64,
+        "mean_r": pl.Float64,
+        "min_r": pl.Float64,
+        "max_p": pl.Float64,
+    }
+    return pl.DataFrame(out, schema=schema)
+
+
+PERMUTATION_BLOCKS = ("country", None)
+
+
+def factor_tests(
+    units: UnitArray,
+    *,
+    permutations: int = 999,
+    seed: int = 0,
+    max_points: int | None = None,
+    blocks: str | None = "country",
+    points: str = "identity",
+) -> pl.DataFrame:
+    """PERMANOVA (F, p, R², ω²) and PERMDISP (F, p) of the 24-d respondent vectors across each factor's levels.
+
+    Tests run per stratum — one combination of the other factors — where at least two levels have two or more
+    points (identities by default, see ``_points``). Aliased factors (``factor_groups``) are tested as one.
+    ``blocks="country"`` permutes the level labels only among respondents of the same country
+    (``adonis2(..., strata = country)``); None permutes freely. Each test's permutation seed is ``seed``
+    (recorded in the table, with the blocks); ``max_points`` caps each level's respondents (seeded subsample).
+    """
+    if blocks not in PERMUTATION_BLOCKS:
+        raise InputError(f"permutation blocks: expected one of {PERMUTATION_BLOCKS}, got {blocks!r}")
+    rows = units.conditions.to_dicts()
+    groups = factor_groups(units)
+    out = []
+    for group in groups:
+        factor = "/".join(group)
         strata: dict[tuple, list[int]] = {}
         for c, row in enumerate(rows):
-            strata.setdefault(tuple((f, row[f]) for f in factors if f != factor), []).append(c)
+            strata.setdefault(tuple((f, row[f]) for g in groups if g != group for f in g), []).append(c)
         for stratum, members in strata.items():
-            blocks = [(rows[c][factor], _points(units, c, max_points, seed)[0]) for c in members]
-            blocks = [(level, x) for level, x in blocks if len(x) >= 2]
-            if len(blocks) < 2:
+            levels = [
+                ("/".join(str(rows[c][f]) for f in group), *_points(units, c, max_points, seed, points)[:2])
+                for c in members
+            ]
+            levels = [(level, x, k) for level, x, k in levels if len(x) >= 2]
+            if len(levels) < 2:
                 continue
-            x = np.vstack([x for _, x in blocks])
-            labels = np.repeat(np.arange(len(blocks)), [len(x) for _, x in blocks])
+            x = np.vstack([x for _, x, _ in levels])
+            labels = np.repeat(np.arange(len(levels)), [len(x) for _, x, _ in levels])
+            strata = np.concatenate([k for _, _, k in levels]) if blocks == "country" else None
             dist = stats_core.pdist(x)
-            pm = stats_core.permanova(dist, labels, permutations, seed)
-            pd_ = stats_core.permdisp(dist, labels, permutations, seed)
+            pm = stats_core.permanova(dist, labels, permutations, seed, strata=strata)
+            pd_ = stats_core.permdisp(dist, labels, permutations, seed, strata=strata)
             out.append(
                 {
                     "factor": factor,
                     "stratum": ", ".join(f"{f}={v}" for f, v in stratum) or "all",
-                    "levels": [str(level) for level, _ in blocks],
+                    "levels": [str(level) for level, _, _ in levels],
                     "n": int(len(x)),
                     "permanova_f": float(pm.statistic),
                     "permanova_p": float(pm.pvalue),
+                    "permanova_r2": _float(pm.r_squared),
+                    "permanova_omega2": _float(pm.omega_squared),
                     "permdisp_f": float(pd_.statistic),
                     "permdisp_p": float(pd_.pvalue),
                     "permutations": permutations,
+                    "blocks": blocks or "none",
                     "seed": seed,
                 }
             )
@@ -240,9 +441,17 @@ def factor_tests(
         "n": pl.Int64,
         "permanova_f": pl.Float64,
         "permanova_p": pl.Float64,
+        "permanova_r2": pl.Float64,
+        "permanova_omega2": pl.Float64,
         "permdisp_f": pl.Float64,
         "permdisp_p": pl.Float64,
         "permutations": pl.Int64,
+        "blocks": pl.String,
         "seed": pl.Int64,
     }
     return pl.DataFrame(out, schema=schema)
+
+
+def _float(value: float | None) -> float | None:
+    """A finite float, else None (an undefined effect size where SS_T = 0)."""
+    return float(value) if value is not None and np.isfinite(value) else None

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from runner.parse.policy import DEFAULT_POLICY, Policy, scored_option
+from runner.parse.distribution import scored_square, scored_value
+from runner.parse.policy import DEFAULT_POLICY, Policy
 from runner.score.indices import question_stats
 
 __all__ = ["question_table", "status_rates", "temperature_zero_disagreement"]
@@ -23,8 +24,17 @@ def question_table(answers: pl.LazyFrame, factors: Sequence[str], policy: Policy
     The papers' per-question tables (CAT v2 Tables 5–17) are this table for one condition.
     """
     keys = [*factors, "country", "question"]
-    scored = answers.with_columns(scored_option(policy))
+    has_probs = "option_probs" in answers.collect_schema().names()
+    scored = answers.with_columns(scored_value(policy, has_probs=has_probs), scored_square(policy, has_probs=has_probs))
     stats = question_stats(scored, [*factors, "country"], value="scored")
+    # The answer variance with distribution cells counted exactly: mean E[X²] − (mean E[X])² (ddof 0), which for
+    # sampled answers is the population variance of the answers themselves.
+    exact = (
+        scored.filter(pl.col("scored").is_not_null())
+        .group_by(keys)
+        .agg(var_exact=(pl.col("scored_sq").mean() - pl.col("scored").mean() ** 2).clip(lower_bound=0.0))
+    )
+    stats = stats.join(exact, on=keys, how="left", nulls_equal=True)
     counts = (
         answers.group_by([*keys, "status"])
         .agg(pl.len().cast(pl.Int64).alias("count"))

@@ -16,7 +16,8 @@ import numpy as np
 import polars as pl
 
 from runner.analyze.design import Design
-from runner.parse.policy import DEFAULT_POLICY, Policy, scored_option
+from runner.parse.distribution import scored_value
+from runner.parse.policy import DEFAULT_POLICY, Policy
 
 __all__ = ["UnitArray", "unit_array"]
 
@@ -51,7 +52,8 @@ def unit_array(answers: pl.LazyFrame, design: Design, policy: Policy = DEFAULT_P
         # answers without a country (no persona, language without a country) cannot be ranked
         lazy.filter(pl.col("question").is_between(1, 24) & pl.col("country").is_not_null())
         .group_by(keys)
-        .agg(answer=scored_option(policy).cast(pl.Float64).mean())
+        # distribution cells count as their expected option (runner.parse.distribution), samples as the option
+        .agg(answer=scored_value(policy, has_probs="option_probs" in lazy.collect_schema().names()).mean())
         .collect(engine="streaming")
     )
     conditions = _codes(agg, factors)

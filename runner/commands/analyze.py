@@ -13,7 +13,21 @@ HELP = "Analyse a run directory's parsed answers: per-question tables, indices, 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """RUN_DIR and the analysis choices (all recorded in analysis/summary.json)."""
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory holding the parsed answers")
+    parser.add_argument(
+        "run_dir",
+        metavar="RUN_DIR",
+        nargs="+",
+        help="run directory holding the parsed answers; several (with --out) are analysed as one design, "
+        "the run a factor",
+    )
+    parser.add_argument(
+        "--out", metavar="DIR", default=None, help="where a combined analysis of several runs goes (DIR/analysis)"
+    )
+    parser.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="analyse runs together although their parser, reference or instrument text differ (recorded)",
+    )
     parser.add_argument(
         "--reference",
         default=None,
@@ -41,7 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     parser.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
-    parser.add_argument("--permutations", type=int, default=999, help="PERMANOVA/PERMDISP permutations (default 999)")
+    parser.add_argument(
+        "--permutations",
+        type=int,
+        default=999,
+        help="PERMANOVA/PERMDISP permutations, and the Monte Carlo relabellings of tau/CAT p-values beyond 9 "
+        "countries (fewer are enumerated exactly) (default 999)",
+    )
     parser.add_argument(
         "--max-points",
         type=int,
@@ -92,6 +112,17 @@ def main(args: argparse.Namespace) -> int:
     if problems:
         print(f"hofcat analyze: error: {'; '.join(problems)}", file=sys.stderr)
         return 2
-    out = analyze_run(args.run_dir, options)
+    if len(args.run_dir) > 1 or args.out is not None:
+        from runner.analyze.combine import analyze_runs
+
+        if args.out is None:
+            print(
+                "hofcat analyze: error: several run directories need --out DIR for the combined analysis",
+                file=sys.stderr,
+            )
+            return 2
+        out = analyze_runs(args.run_dir, args.out, options, allow_mixed=args.allow_mixed)
+    else:
+        out = analyze_run(args.run_dir[0], options)
     print(f"analysis written to {out}")
     return 0

@@ -47,6 +47,8 @@ class Policy:
 
 
 DEFAULT_POLICY = Policy()  # today's behaviour: score ok answers only, health items as answered
+# The value-differences study (Section 4): Q15 and Q18 pinned to option 3, unrecognisable answers scored 3.
+VALUE_DIFFERENCES_POLICY = Policy(unparseable="neutral", health_items="neutral")
 
 
 def scored_option(

@@ -11,8 +11,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from runner.score.indices import indices_from_means
+from runner.score.indices import WEIGHTS, indices_from_means
+from runner.score.intervals import agreement_intervals, index_variance
 from runner.score.means_file import MeansTable
+from runner.score.permutation import permutation_pvalues
 from runner.score.ranking import rank_agreement
 from runner.survey.dimensions import DIMENSIONS
 from runner.survey.reference import ReferenceSet
@@ -28,8 +30,17 @@ def score_means(
     *,
     undefined_tau: str = "nan",
     constants: Mapping[str, float] | None = None,
+    permutations: int = 9999,
+    seed: int = 0,
+    confidence_level: float = 0.95,
 ) -> dict[str, object]:
-    """JSON-ready result for every group of ``table``; groups with the same countries are ranked in one batch."""
+    """JSON-ready result for every group of ``table``; groups with the same countries are ranked in one batch.
+
+    p-values (``kendall_p``, ``cat_p``; runner/score/permutation.py) are exact for up to 9 countries, otherwise
+    from ``permutations`` relabellings drawn from ``(seed, group number)``. When the file gives ``std`` and ``n``
+    for every mean of a group, ``kendall_ci`` and ``cat_ci`` are intervals for the population tau / CAT score
+    (runner/score/intervals.py) at ``confidence_level``, the items taken as uncorrelated; otherwise null.
+    """
     batches: dict[tuple[str, ...], list[int]] = {}
     for g, countries in enumerate(table.countries):
         batches.setdefault(countries, []).append(g)
@@ -39,13 +50,24 @@ def score_means(
         ref = reference.matrix(countries)
         agreement = rank_agreement(indices, ref, undefined_tau=undefined_tau)
         for b, g in enumerate(members):
+            pv = permutation_pvalues(
+                indices[b], ref, undefined_tau=undefined_tau, monte_carlo=permutations, seed=(seed, g)
+            )
+            kendall_ci, cat_ci = _intervals(table, g, indices[b], ref, undefined_tau, confidence_level, seed)
             out[g] = {
                 "group": table.groups[g],
                 "countries": list(countries),
                 "indices": {c: _dims(indices[b, k]) for k, c in enumerate(countries)},
                 "kendall": _dims(agreement.kendall[b]),
+                "kendall_ci": kendall_ci,
+                "kendall_p": _dims(pv.kendall_p),
+                "kendall_p_min": _dims(pv.kendall_p_min),
                 "kendall_undefined": [d for j, d in enumerate(DIMENSIONS) if agreement.undefined[b, j]],
                 "cat_score": _num(agreement.cat_score[b]),
+                "cat_ci": cat_ci,
+                "cat_p": _num(pv.cat_p),
+                "cat_p_min": _num(pv.cat_p_min),
+                "p_method": pv.method if pv.method == "exact" else f"monte-carlo ({pv.relabellings} relabellings)",
                 "misranked": {
                     c: {
                         "count": int(agreement.misranked[b, k].sum()),
@@ -59,6 +81,7 @@ def score_means(
                     for j, d in enumerate(DIMENSIONS)
                     if not agreement.compared[:, j].all()
                 },
+                "excluded_missing_means": _missing(table.means[g], countries),
             }
     return {
         "reference": reference.to_dict(),
@@ -85,11 +108,63 @@ def render_table(result: Mapping[str, object]) -> str:
                 + f"   mis-ranked {mis['count']}/{mis['of']}"
             )
         lines.append(f"{'Kendall tau-b':24}" + "".join(_cell(group["kendall"][d], ".2f") for d in DIMENSIONS))
+        if group["kendall_ci"] is not None:
+            for side, label in ((0, "  interval low"), (1, "  interval high")):
+                lines.append(f"{label:24}" + "".join(_cell(group["kendall_ci"][d][side], ".2f") for d in DIMENSIONS))
+        lines.append(f"{'  p (permutation)':24}" + "".join(_cell(group["kendall_p"][d], ".3g") for d in DIMENSIONS))
+        lines.append(
+            f"{'  smallest attainable p':24}" + "".join(_cell(group["kendall_p_min"][d], ".3g") for d in DIMENSIONS)
+        )
         cat = group["cat_score"]
-        lines.append(f"CAT score: {'N/A' if cat is None else format(cat, '.2f')}")
+        p, p_min = group["cat_p"], group["cat_p_min"]
+        lines.append(
+            f"CAT score: {'N/A' if cat is None else format(cat, '.2f')}"
+            + ("" if group["cat_ci"] is None else f" {_pair(group['cat_ci'])}")
+            + ("" if p is None else f"   p = {p:.3g} (smallest attainable {p_min:.3g}; {group['p_method']})")
+        )
         for dim, countries in group["excluded_no_reference"].items():
             lines.append(f"  {dim.upper()}: no reference score for {', '.join(countries)} (left out)")
+        for dim, gaps in group["excluded_missing_means"].items():
+            text = ", ".join(f"{c} (Q{', Q'.join(map(str, qs))})" for c, qs in gaps.items())
+            lines.append(f"  {dim.upper()}: not scored, a mean is missing for {text}")
     return "\n".join(lines)
+
+
+def _intervals(
+    table: MeansTable,
+    g: int,
+    indices: np.ndarray,
+    ref: np.ndarray,
+    undefined_tau: str,
+    level: float,
+    seed: int,
+) -> tuple[dict[str, list[float | None] | None] | None, list[float | None] | None]:
+    """Group g's intervals from its std and n (None when any is missing): SE² of a mean = std² / (n − 1).
+
+    ``std`` is the papers' population SD (ddof 0), so std²·n/(n − 1) is the sample variance and std²/(n − 1) the
+    variance of the mean; the covariances between items are not published, so they are taken as 0.
+    """
+    std, n = table.std[g], table.n[g]
+    if not (np.isfinite(std).all() and np.isfinite(n).all() and (n >= 2).all()):
+        return None, None
+    se = np.sqrt(index_variance(np.einsum("kq,qr->kqr", std**2 / (n - 1), np.eye(std.shape[1]))))
+    one = rank_agreement(indices[None], ref, undefined_tau=undefined_tau)
+    (low, high), (c_low, c_high) = agreement_intervals(indices, se, ref, one, level, undefined_tau, seed=(seed, g, 1))
+    return (
+        {d: [_num(low[j]), _num(high[j])] for j, d in enumerate(DIMENSIONS)},
+        [_num(c_low), _num(c_high)],
+    )
+
+
+def _missing(means: np.ndarray, countries: tuple[str, ...]) -> dict[str, dict[str, list[int]]]:
+    """Per dimension, the countries left out because a mean it needs is missing, with those questions."""
+    out: dict[str, dict[str, list[int]]] = {}
+    for j, d in enumerate(DIMENSIONS):
+        for k, c in enumerate(countries):
+            gaps = [int(q) + 1 for q in np.flatnonzero((WEIGHTS[:, j] != 0) & np.isnan(means[k]))]
+            if gaps:
+                out.setdefault(d, {})[c] = gaps
+    return out
 
 
 def _dims(row: np.ndarray) -> dict[str, float | None]:
@@ -101,6 +176,11 @@ def _num(value: float) -> float | None:
     """A float for JSON; NaN → None."""
     value = float(value)
     return None if math.isnan(value) else value
+
+
+def _pair(limits: list[float | None]) -> str:
+    """An interval as '[low, high]' with two decimals; '[N/A]' when undefined."""
+    return "[N/A]" if None in limits else f"[{limits[0]:.2f}, {limits[1]:.2f}]"
 
 
 def _cell(value: float | None, fmt: str) -> str:

@@ -11,6 +11,16 @@ Tau is undefined when either side is constant (or fewer than two countries remai
 CAT score = mean over the dimensions with a (policy-resolved) tau. A country is mis-ranked on a dimension when
 its competition rank (1 = highest score; ties share the smaller rank) among the compared countries differs
 from its reference rank.
+
+Ties are exact: before anything is ranked, index scores that lie within ``TIE_RESOLUTION`` (1e-9 index points)
+of each other, chained, are set to one value (``merge_ties``). Indices are weighted sums of question means,
+which are rationals (sums of answers over counts); in float64 the same rational comes out a few 1e-14 apart
+depending on the summation order and backend (−46 vs −45.99999999999999), which breaks a true tie. Two
+distinct exact indices differ by at least 1 / lcm(the answer counts of the means involved) — for complete data
+with n_a and n_b units per country at least 1/(n_a·n_b) — so with fewer than about 30,000 units per country
+(lcm of the counts below 1e9) the merge joins exactly the values that are equal in exact arithmetic, on every
+backend and summation order. Beyond that (or for means that are not ratios of small counts, e.g. expected
+values of distributions) values closer than 1e-9 index points count as tied, far below any meaningful difference.
 """
 
 from __future__ import annotations
@@ -24,9 +34,18 @@ from runner.errors import InputError
 from runner.survey.dimensions import DIMENSIONS
 from runner.survey.vocab import UNDEFINED_TAU
 
-__all__ = ["POLICIES", "Agreement", "competition_ranks", "error_percentage", "rank_agreement"]
+__all__ = [
+    "POLICIES",
+    "TIE_RESOLUTION",
+    "Agreement",
+    "competition_ranks",
+    "error_percentage",
+    "merge_ties",
+    "rank_agreement",
+]
 
 POLICIES = UNDEFINED_TAU  # what tau of a constant ranking is: NaN (undefined) or -1 (the CAT papers)
+TIE_RESOLUTION = 1e-9  # index points: values closer than this (chained) are one tie (module docstring)
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,6 +75,28 @@ class Agreement:
             return np.where(counted > 0, self.misranked_count / counted, np.nan)
 
 
+def merge_ties(values: np.ndarray, resolution: float = TIE_RESOLUTION) -> np.ndarray:
+    """Along the last axis, values within ``resolution`` of their sorted neighbour get the smallest of their run.
+
+    ``values`` (..., K) floats → same shape; NaN stays NaN. Chains merge (single linkage on the sorted values), so
+    the result does not depend on the order of the K values, and equal inputs stay bitwise equal.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if v.shape[-1] < 2:
+        return v.copy()
+    order = np.argsort(v, axis=-1, kind="stable")  # NaN sorts last
+    s = np.take_along_axis(v, order, axis=-1)
+    with np.errstate(invalid="ignore"):
+        close = np.diff(s, axis=-1) <= resolution  # False next to a NaN
+    start = np.concatenate([np.ones((*s.shape[:-1], 1), dtype=bool), ~close], axis=-1)
+    position = np.broadcast_to(np.arange(s.shape[-1]), s.shape)
+    first = np.maximum.accumulate(np.where(start, position, 0), axis=-1)  # index of each run's first value
+    merged = np.take_along_axis(s, first, axis=-1)
+    out = np.empty_like(v)
+    np.put_along_axis(out, order, merged, axis=-1)
+    return out
+
+
 def competition_ranks(values: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     """Ranks along the last axis, 1 = largest, ties share the smallest rank ("1224"); NaN outside ``mask``.
 
@@ -80,6 +121,10 @@ def rank_agreement(
         raise InputError(f"undefined_tau: {undefined_tau!r} is not one of {', '.join(POLICIES)}")
     x = np.asarray(indices, dtype=np.float64)
     ref = np.asarray(reference, dtype=np.float64)
+    if x.ndim == 3 and x.shape[2] == len(DIMENSIONS) and ref.shape == x.shape[1:]:
+        # exact ties among the countries of a group and dimension (module docstring)
+        x = np.moveaxis(merge_ties(np.moveaxis(x, 1, 2)), 2, 1)
+        ref = merge_ties(ref.T).T
     if x.ndim != 3 or x.shape[2] != len(DIMENSIONS) or ref.shape != x.shape[1:]:
         raise InputError(f"indices {x.shape} must be (groups, countries, 6) and reference {ref.shape} (countries, 6)")
     groups = x.shape[0]

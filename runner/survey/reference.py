@@ -51,6 +51,14 @@ class ReferenceSet:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_index", {c: i for i, c in enumerate(self.countries)})
 
+    def knows(self, name: str) -> bool:
+        """Whether ``name`` resolves to a country of this set (``resolve`` would not raise)."""
+        try:
+            self.resolve(name)
+        except UnknownCountryError:
+            return False
+        return True
+
     def resolve(self, name: str) -> str:
         """The name of ``name`` in this set: its own spelling first, then the global aliases."""
         if name in self._index:

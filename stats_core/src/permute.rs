@@ -4,6 +4,11 @@
 //! down to 1 swap positions i and j = ⌊x·(i+1)/2⁶⁴⌋, with x = splitmix64(key + (p·n + i)·φ), φ = 0x9E3779B97F4A7C15
 //! (SplitMix64's own output at counter p·n + i, so each draw depends only on (key, p, i)). Any block of
 //! permutations can be made independently, in parallel. The multiply-high has bias below (i+1)/2⁶⁴.
+//!
+//! Blocked (stratified) permutations shuffle only within strata: `order` lists the objects stratum after
+//! stratum, stratum s occupying `order[starts[s] .. starts[s + 1]]`, and the Fisher–Yates shuffle of stratum s
+//! runs over those positions with counter p·n + starts[s] + i. With one stratum and `order` = 0 … n−1 that is
+//! exactly the unblocked sequence above, so a single stratum reproduces the unstratified test bit for bit.
 use rayon::prelude::*;
 
 pub const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -36,6 +41,39 @@ pub fn permutations(codes: &[i32], key: u64, first: u64, count: usize) -> Vec<i3
         for i in (1..n).rev() {
             let x = mix(key.wrapping_add(base.wrapping_add(i as u64).wrapping_mul(GOLDEN)));
             row.swap(i, mul_high(x, i as u64 + 1) as usize);
+        }
+    });
+    out
+}
+
+/// Rows `first .. first + count` of the blocked permutation sequence (see the module note), row-major.
+///
+/// `order` holds object indices (< n = codes.len()) and `starts` the stratum boundaries into it, from 0 up
+/// to order.len() (the caller checks both).
+pub fn permutations_within(
+    codes: &[i32],
+    order: &[u32],
+    starts: &[usize],
+    key: u64,
+    first: u64,
+    count: usize,
+) -> Vec<i32> {
+    let n = codes.len();
+    let mut out = vec![0i32; count * n];
+    if n == 0 {
+        return out;
+    }
+    out.par_chunks_mut(n).enumerate().for_each(|(r, row)| {
+        row.copy_from_slice(codes);
+        let base = (first + r as u64).wrapping_mul(n as u64);
+        for bounds in starts.windows(2) {
+            let (lo, positions) = (bounds[0], &order[bounds[0]..bounds[1]]);
+            let offset = base.wrapping_add(lo as u64);
+            for i in (1..positions.len()).rev() {
+                let x = mix(key.wrapping_add(offset.wrapping_add(i as u64).wrapping_mul(GOLDEN)));
+                let j = mul_high(x, i as u64 + 1) as usize;
+                row.swap(positions[i] as usize, positions[j] as usize);
+            }
         }
     });
     out
@@ -87,5 +125,36 @@ mod tests {
         for c in counts {
             assert!((3700..4300).contains(&c), "{counts:?}");
         }
+    }
+
+    #[test]
+    fn one_stratum_is_the_unblocked_sequence() {
+        let codes: Vec<i32> = (0..37).map(|k| k % 3).collect();
+        let order: Vec<u32> = (0..37).collect();
+        assert_eq!(permutations_within(&codes, &order, &[0, 37], 9, 5, 20), permutations(&codes, 9, 5, 20));
+    }
+
+    #[test]
+    fn blocked_rows_keep_every_stratum_and_mix_inside_it() {
+        // strata interleaved (object k in stratum k % 3); labels 0/1 alternate inside each stratum
+        let n = 60usize;
+        let codes: Vec<i32> = (0..n).map(|k| ((k / 3) % 2) as i32).collect();
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        order.sort_by_key(|&k| k % 3);
+        let rows = permutations_within(&codes, &order, &[0, 20, 40, 60], 3, 0, 50);
+        let tail = permutations_within(&codes, &order, &[0, 20, 40, 60], 3, 30, 20);
+        assert_eq!(&rows[30 * n..], &tail[..]);
+        let mut moved = 0;
+        for row in rows.chunks(n) {
+            for s in 0..3 {
+                let mut got: Vec<i32> = (0..n).filter(|k| k % 3 == s).map(|k| row[k]).collect();
+                let mut want: Vec<i32> = (0..n).filter(|k| k % 3 == s).map(|k| codes[k]).collect();
+                moved += got.iter().zip(&want).filter(|(a, b)| a != b).count();
+                got.sort();
+                want.sort();
+                assert_eq!(got, want);
+            }
+        }
+        assert!(moved > 0);
     }
 }

@@ -173,6 +173,32 @@ fn permutations_py<'py>(
     out.into_pyarray(py).reshape([count, n])
 }
 
+#[pyfunction(name = "permutations_within")]
+fn permutations_within_py<'py>(
+    py: Python<'py>,
+    codes: PyReadonlyArray1<'py, i32>,
+    order: PyReadonlyArray1<'py, i64>,
+    starts: PyReadonlyArray1<'py, i64>,
+    key: u64,
+    first: u64,
+    count: usize,
+) -> PyResult<Bound<'py, PyArray2<i32>>> {
+    let c = contiguous("codes", &codes)?;
+    let n = c.len();
+    let o = contiguous("order", &order)?;
+    if o.len() != n || o.iter().any(|&k| k < 0 || k as usize >= n) {
+        return Err(err(format!("order: expected {n} object indices in 0..{n}")));
+    }
+    let s = contiguous("starts", &starts)?;
+    if s.first() != Some(&0) || s.last() != Some(&(n as i64)) || s.windows(2).any(|w| w[0] > w[1]) {
+        return Err(err(format!("starts: expected non-decreasing stratum bounds from 0 to {n}")));
+    }
+    let o: Vec<u32> = o.iter().map(|&k| k as u32).collect();
+    let s: Vec<usize> = s.iter().map(|&k| k as usize).collect();
+    let out = py.detach(|| permute::permutations_within(c, &o, &s, key, first, count));
+    out.into_pyarray(py).reshape([count, n])
+}
+
 #[pyfunction(name = "group_row_sums")]
 fn group_row_sums_py<'py>(
     py: Python<'py>,
@@ -251,6 +277,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(permanova_factored_py, m)?)?;
     m.add_function(wrap_pyfunction!(gower_residual_py, m)?)?;
     m.add_function(wrap_pyfunction!(permutations_py, m)?)?;
+    m.add_function(wrap_pyfunction!(permutations_within_py, m)?)?;
     m.add_function(wrap_pyfunction!(group_row_sums_py, m)?)?;
     m.add_function(wrap_pyfunction!(group_f_py, m)?)?;
     m.add_function(wrap_pyfunction!(bootstrap_kendall_py, m)?)?;
