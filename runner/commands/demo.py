@@ -28,6 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, default=d.seeds, help=f"sampling seeds per question (default {d.seeds})")
     parser.add_argument("--slots", type=int, default=d.slots, help=f"llama.cpp parallel slots (default {d.slots})")
     parser.add_argument("--seed", type=int, default=d.seed, help=f"master seed (default {d.seed})")
+    parser.add_argument(
+        "--measurement",
+        choices=("distribution", "sample"),
+        default=d.measurement,
+        help="distribution: option probabilities from log-probabilities (default); sample: one sampled answer",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -40,12 +46,20 @@ def main(args: argparse.Namespace) -> int:
 
         require_server()
         resolve_model(args.model)
-    options = DemoOptions(endpoint=args.endpoint, model=args.model, seeds=args.seeds, slots=args.slots, seed=args.seed)
+    options = DemoOptions(
+        endpoint=args.endpoint,
+        model=args.model,
+        seeds=args.seeds,
+        slots=args.slots,
+        seed=args.seed,
+        measurement=args.measurement,
+    )
     try:
         result = run_demo(args.out, options)
     except ValueError as exc:  # a bad option; HofcatError is caught by runner.cli
         print(f"hofcat demo: error: {exc}", file=sys.stderr)
         return 2
+    print(f"measurement: {options.measurement} (docs/measurement.md)")
     print(f"parse rate: {result.parse_rate:.1%} of answers parsed as ok")
     print("Kendall tau-b per dimension against hofstede-2015 (95% bootstrap interval over seeds):")
     for row in result.kendall.iter_rows(named=True):

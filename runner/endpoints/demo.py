@@ -23,6 +23,8 @@ PERSONAS = ("United States", "China", "Saudi Arabia", "Slovakia")
 # with SmolLM2: 100 % parse rate in half the time of the few-shot format, which parses ~80 % unconstrained), so
 # 2 tokens suffice. The simulator honours the grammar field too, so both endpoints run the same design.
 # Temperature > 0 so that seeds are independent respondents; the determinism probe records seed handling.
+# The measurement is the answer distribution (first-token log-probabilities, docs/measurement.md): one request
+# gives what many sampled replies estimate, so the intervals over seeds shrink to what the seeds really change.
 _SPEC = """\
 [run]
 name = "demo-{endpoint}"
@@ -50,6 +52,7 @@ temperature = [{temperature}]
 top_p = [1.0]
 max_tokens = {max_tokens}
 constraint = "{constraint}"
+measurement = "{measurement}"
 """
 
 
@@ -66,6 +69,7 @@ class DemoOptions:
     reply_format: str = "number"
     constraint: str = "grammar"  # design.constraint: none, grammar (llama.cpp GBNF, one digit) or json_schema
     max_tokens: int = 2  # the grammar admits one digit; use 16 for fewshot and 48 for json without a constraint
+    measurement: str = "distribution"  # design.measurement: distribution (log-probabilities) or sample
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,7 @@ def run_demo(out: str | Path, options: DemoOptions = DemoOptions()) -> DemoResul
                 temperature=options.temperature,
                 max_tokens=options.max_tokens,
                 constraint=options.constraint,
+                measurement=options.measurement,
             )
         )
         result = run_sweep(parse_spec(spec_path.read_text(), source=str(spec_path)), run_dir)

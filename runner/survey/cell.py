@@ -12,6 +12,12 @@ from dataclasses import dataclass, field
 from runner.survey.vocab import FramingKind, Mode
 
 CANONICAL_ORDER: tuple[int, ...] = (1, 2, 3, 4, 5)
+LETTERS: tuple[str, ...] = ("A", "B", "C", "D", "E")  # option_labels = "letters": the mark of positions 1-5
+
+
+def position_marks(labels: str) -> tuple[str, ...] | None:
+    """What the prompt shows before the option at positions 1-5: digits, letters A-E; None for words only."""
+    return {"digits": ("1", "2", "3", "4", "5"), "letters": LETTERS}.get(labels)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,3 +41,4 @@ class PromptCell:
     # option_order[i] is the option ID displayed at position i + 1; IDs keep their text, only positions move.
     option_order: tuple[int, ...] = CANONICAL_ORDER
     reply_format: str = "number"  # a reply-format template name in data/prompts/ ("number", "json", ...)
+    labels: str = "digits"  # how options are labelled (runner.survey.vocab.OPTION_LABELS); a bias control

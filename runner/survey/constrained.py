@@ -6,14 +6,17 @@ Two kinds, both restricting the reply to a valid answer to one VSM item (item mo
   honoured by OpenAI, llama.cpp's server and others that implement structured outputs.
 - ``grammar``: llama.cpp's own ``grammar`` field, a GBNF grammar admitting exactly one digit 1-5.
   Other servers ignore or reject unknown fields, so use it with llama.cpp only.
+- ``choice``: vLLM's ``guided_choice`` field: the reply is exactly one of "1" … "5" (vLLM only; the
+  distribution measurement's one-option-token constraint there).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-ConstraintKind = Literal["json_schema", "grammar"]
-CONSTRAINT_KINDS: tuple[str, ...] = ("json_schema", "grammar")
+ConstraintKind = Literal["json_schema", "grammar", "choice"]
+CONSTRAINT_KINDS: tuple[str, ...] = ("json_schema", "grammar", "choice")
+OPTION_CHOICES: tuple[str, ...] = ("1", "2", "3", "4", "5")  # vLLM guided_choice: the reply is one of these
 
 # The same object the `json` reply format asks for in words (data/prompts/<lang>.json).
 ANSWER_SCHEMA: dict[str, Any] = {
@@ -42,6 +45,8 @@ def constrained_request_fields(kind: ConstraintKind) -> dict[str, Any]:
         }
     if kind == "grammar":
         return {"grammar": DIGIT_GRAMMAR}
+    if kind == "choice":
+        return {"guided_choice": list(OPTION_CHOICES)}
     raise ValueError(f"constrained_request_fields: kind {kind!r} is not one of {', '.join(CONSTRAINT_KINDS)}")
 
 

@@ -18,9 +18,9 @@ from typing import Any
 
 from runner.errors import PromptError
 from runner.survey import paths
-from runner.survey.cell import CANONICAL_ORDER, PromptCell
+from runner.survey.cell import CANONICAL_ORDER, PromptCell, position_marks
 from runner.survey.instrument import Instrument, load_instrument
-from runner.survey.vocab import FRAMINGS, MODES, QUESTIONS
+from runner.survey.vocab import FRAMINGS, MODES, OPTION_LABELS, QUESTIONS
 
 _LAYOUT_KEYS = ("option", "option_join_item", "option_join_survey", "question_line")
 
@@ -124,13 +124,19 @@ def _render(cell: PromptCell) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[
             f"(allowed for framing {framing.kind!r}: {allowed})"
         ) from None
     layout = {key: take(f"layout.{key}", templates["layout"][key]) for key in _LAYOUT_KEYS}
+    if cell.labels == "words":  # options shown by their words alone (a bias control)
+        layout["option_words"] = take("layout.option_words", templates["layout"]["option_words"])
     if cell.mode == "item":
         body = _item_body(instrument, cell, layout, take)
     else:
         body = _survey_body(instrument, cell, layout, take)
-    system = take(
-        f"reply_formats.{cell.reply_format}.{cell.mode}", templates["reply_formats"][cell.reply_format][cell.mode]
-    )
+    if cell.labels != "digits":  # "reply with the letter / the words of your answer" instead of the number
+        key = f"reply_labels.{cell.labels}.{cell.mode}"
+        system = take(key, templates["reply_labels"][cell.labels][cell.mode])
+    else:
+        system = take(
+            f"reply_formats.{cell.reply_format}.{cell.mode}", templates["reply_formats"][cell.reply_format][cell.mode]
+        )
     messages = ((("system", system),) if system else ()) + (("user", f"{instruction}\n\n{body}"),)
     return messages, tuple(sorted(used.items()))
 
@@ -144,6 +150,13 @@ def _check(cell: PromptCell, templates: dict[str, Any]) -> None:
         raise PromptError(f"cell.questions: {cell.questions!r} must be distinct and ascending")
     if cell.mode == "item" and len(cell.questions) != 1:
         raise PromptError(f"cell.questions: item mode asks exactly one question, got {cell.questions!r}")
+    if cell.labels not in OPTION_LABELS:
+        raise PromptError(f"cell.labels: {cell.labels!r} is not one of {', '.join(OPTION_LABELS)}")
+    if cell.labels != "digits" and (cell.mode != "item" or cell.reply_format != "number"):
+        raise PromptError(
+            f"cell.labels: {cell.labels!r} needs item mode and reply_format 'number' "
+            f"(got {cell.mode!r}, {cell.reply_format!r}); the other formats ask for the option's number"
+        )
     if sorted(cell.option_order) != list(CANONICAL_ORDER):
         raise PromptError(f"cell.option_order: {cell.option_order!r} is not a permutation of 1-5")
     if cell.reply_format not in templates["reply_formats"]:
@@ -169,10 +182,14 @@ def _check(cell: PromptCell, templates: dict[str, Any]) -> None:
 
 def _options(instrument: Instrument, number: int, cell: PromptCell, layout: dict[str, str], take, join: str) -> str:
     question = instrument.questions[number]
+    marks = position_marks(cell.labels)
     lines = []
     for position, option_id in enumerate(cell.option_order, start=1):
         label = take(f"scales.{question.scale}.{option_id}", question.label(option_id))
-        lines.append(layout["option"].format(position=position, label=label))
+        if marks is None:
+            lines.append(layout["option_words"].format(label=label))
+        else:
+            lines.append(layout["option"].format(position=marks[position - 1], label=label))
     return join.join(lines)
 
 

@@ -24,6 +24,7 @@ class ChatRequest:
     max_tokens: int | None
     json_mode: bool = False  # response_format asked for a JSON object or schema
     grammar: bool = False  # llama.cpp's ``grammar`` field: the reply is constrained (answered as a bare number)
+    top_logprobs: int | None = None  # ``logprobs: true``: alternatives per token to report (0 allowed); else None
 
 
 def parse_request(raw: bytes) -> ChatRequest:
@@ -64,8 +65,33 @@ def parse_request(raw: bytes) -> ChatRequest:
         if body.get("max_tokens") is not None
         else _integer(body, "max_completion_tokens", minimum=1),
         json_mode=_json_mode(body.get("response_format")),
-        grammar=_grammar(body.get("grammar")),
+        grammar=_grammar(body.get("grammar")) or _choice(body.get("guided_choice")),
+        top_logprobs=_top_logprobs(body),
     )
+
+
+def _top_logprobs(body: dict[str, Any]) -> int | None:
+    """None unless ``logprobs`` is true; then ``top_logprobs`` (0-20, OpenAI's range; default 0)."""
+    logprobs = body.get("logprobs")
+    if logprobs is None or logprobs is False:
+        if body.get("top_logprobs") is not None:
+            raise BadRequest("'top_logprobs' requires 'logprobs' to be true", "top_logprobs")
+        return None
+    if logprobs is not True:
+        raise BadRequest(f"'logprobs' must be a boolean, got {logprobs!r}", "logprobs")
+    k = _integer(body, "top_logprobs", minimum=0)
+    if k is not None and k > 20:
+        raise BadRequest(f"'top_logprobs' must be an integer between 0 and 20, got {k!r}", "top_logprobs")
+    return k or 0
+
+
+def _choice(choice: object) -> bool:
+    """vLLM's ``guided_choice``: the reply is one of the listed strings (answered, like a grammar, as the number)."""
+    if choice is None:
+        return False
+    if not isinstance(choice, list) or not choice or not all(isinstance(c, str) for c in choice):
+        raise BadRequest("'guided_choice' must be a non-empty list of strings", "guided_choice")
+    return True
 
 
 def _grammar(grammar: object) -> bool:

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
 
-from runner.survey.cell import CANONICAL_ORDER, Framing, PromptCell
+from runner.survey.cell import CANONICAL_ORDER, LETTERS, Framing, PromptCell
 
 Messages = tuple[tuple[str, str], ...]
 
@@ -28,6 +28,7 @@ class TemplateReader:
         from runner.survey.prompts import load_templates
 
         self._system: dict[str, tuple[str, str, str]] = {}  # instruction text → (language, mode, format)
+        self._label_kinds: dict[str, str] = {}  # letter / words instruction text → option_labels
         self._lines: dict[str, tuple[str, int]] = {}  # question line → (language, question)
         # (language, question) → options block → order; questions on one scale share the inner dict. Keyed by
         # question because two scales can hold the same labels in reverse (always…never, never…always).
@@ -56,6 +57,10 @@ class TemplateReader:
                 self._options[(language, number)] = blocks.get(labels) or blocks.setdefault(
                     labels, _option_blocks(labels, layout)
                 )
+            for labels, body in templates.get("reply_labels", {}).items():  # "reply with the letter / the words"
+                for mode, text in body.items():
+                    self._system.setdefault(text.strip(), (language, mode, "number"))
+                    self._label_kinds.setdefault(text.strip(), labels)
             for mode, framings in templates["instructions"].items():
                 for framing, text in framings.items():
                     self._instructions.append((language, mode, framing, _pattern(text)))
@@ -93,7 +98,8 @@ class TemplateReader:
         else:
             mode = formatted[1] if formatted else ("item" if len(questions) == 1 else "survey")
             framing = Framing()
-        return PromptCell(language, mode, questions, framing, order, reply_format)  # type: ignore[arg-type]
+        labels = self._label_kinds.get(system, "digits")
+        return PromptCell(language, mode, questions, framing, order, reply_format, labels)  # type: ignore[arg-type]
 
     def _option_order(self, user: str, language: str, question: int) -> tuple[int, ...]:
         """The displayed order of ``question``'s options (one order per prompt); canonical when not shown."""
@@ -131,6 +137,14 @@ def _option_blocks(labels: tuple[str, ...], layout: dict[str, str]) -> dict[str,
         shown = [layout["option"].format(position=p, label=labels[i - 1]) for p, i in enumerate(order, 1)]
         for join in (layout["option_join_item"], layout["option_join_survey"]):
             out[join.join(shown).strip()] = order
+        # option_labels letters ("A = …") and words ("- …"), item prompts only
+        lettered = [
+            layout["option"].format(position=m, label=labels[i - 1]) for m, i in zip(LETTERS, order, strict=True)
+        ]
+        out[layout["option_join_item"].join(lettered).strip()] = order
+        if "option_words" in layout:
+            worded = [layout["option_words"].format(label=labels[i - 1]) for i in order]
+            out[layout["option_join_item"].join(worded).strip()] = order
     return out
 
 

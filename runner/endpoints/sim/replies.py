@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 
 from runner.endpoints.sim.seeding import Draws
-from runner.survey.cell import PromptCell
+from runner.survey.cell import PromptCell, position_marks
 
 REFUSALS: dict[str, str] = {
     "en": "As an AI, I do not have personal preferences or feelings, so I cannot answer this question.",
@@ -40,14 +40,21 @@ def displayed(cell: PromptCell, option_id: int) -> int:
     return cell.option_order.index(option_id) + 1
 
 
-def plain_reply(cell: PromptCell, answers: Sequence[int]) -> str:
-    """The terse reply in the requested format: a number, a JSON object, or a numbered list (survey)."""
+def plain_reply(cell: PromptCell, answers: Sequence[int], words: Sequence[str] | None = None) -> str:
+    """The terse reply in the requested format: a number, a JSON object, or a numbered list (survey).
+
+    Letter-labelled prompts get the option's letter, words-only prompts its words (``words``: the option texts
+    in option-ID order).
+    """
     numbers = [displayed(cell, a) for a in answers]
     reason = REASONS.get(cell.language, REASONS["en"])
     if cell.mode == "item":
         if cell.reply_format == "json":
             return json.dumps({"option_id": numbers[0], "reason": reason}, ensure_ascii=False)
-        return str(numbers[0])
+        if cell.labels == "words" and words:
+            return words[answers[0] - 1]
+        marks = position_marks(cell.labels) or position_marks("digits")
+        return marks[numbers[0] - 1]
     if cell.reply_format == "json":
         return json.dumps(
             [{"question": q, "option_id": n} for q, n in zip(cell.questions, numbers, strict=True)],

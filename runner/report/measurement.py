@@ -1,0 +1,79 @@
+"""The report's "Measurement and bias controls" section: how answers were measured, baselines, position bias.
+
+Reads the analysis tables ``measurement``, ``baselines`` and ``position_bias`` (runner/analyze/measurement.py,
+runner/analyze/baselines.py) and the run manifest's ``measurement_fallback``; every block is empty (and the
+section left out) when the analysis has none of them.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from runner.report.page import Page
+from runner.rundir import read_output_table
+
+__all__ = ["measurement_blocks"]
+
+
+def _read(run_dir: Path, name: str) -> pl.DataFrame:
+    data = read_output_table(run_dir, "analysis", name)
+    return pl.DataFrame() if data is None else pl.from_arrow(data)
+
+
+def measurement_blocks(page: Page, run_dir: Path, manifest: dict[str, Any]) -> list[str]:
+    """HTML blocks: measurement per endpoint, fallbacks, beyond-chance scores and position bias."""
+    blocks = []
+    measured = _read(run_dir, "measurement")
+    fallback = manifest.get("measurement_fallback") or {}
+    if fallback:
+        items = "".join(
+            f"<li>{html.escape(name)}: measurement distribution falls back to {html.escape(how)}</li>"
+            for name, how in fallback.items()
+        )
+        blocks.append(f"<ul class=warn>{items}</ul>")
+    if measured.height and (measured["measurement"] != "sample").any():
+        blocks.append(
+            page.table(
+                "measurement",
+                measured,
+                "Answers per measurement: sampled, or option probabilities from first-token log-probabilities "
+                "(with_probs); mean option mass before renormalising; share below the low-mass threshold",
+            )
+        )
+    baselines = _read(run_dir, "baselines")
+    if baselines.height:
+        cat = baselines.filter(pl.col("dimension") == "cat").drop("dimension")
+        blocks.append(
+            page.table(
+                "baselines_cat",
+                cat,
+                "CAT score beyond chance: the observed score against content-free respondents answering the same "
+                "cells (uniform: every option alike; position: the model's own position preference); q95 = the "
+                "baseline's 95th percentile over its draws, beyond_chance = observed − q95, p = share of draws "
+                "at least as high; NaN where the baseline's indices are constant (it ranks nothing)",
+            )
+        )
+        blocks.append(
+            page.table(
+                "baselines",
+                baselines.filter(pl.col("dimension") != "cat"),
+                "Kendall tau per dimension beyond chance",
+                collapse=True,
+            )
+        )
+    bias = _read(run_dir, "position_bias")
+    if bias.height:
+        blocks.append(
+            page.table(
+                "position_bias",
+                bias,
+                "Position bias per condition: share of answers at each displayed position (p1 first … p5 last), "
+                "total variation from uniform, recency = p5 − p1; separates position from content only where the "
+                "option order varies (design.option_order)",
+            )
+        )
+    return blocks
