@@ -31,6 +31,7 @@ except importlib.metadata.PackageNotFoundError:  # running from a checkout that 
 # The public names, all defined or imported by ``runner.api`` (whose ``__all__`` is the same list).
 __all__ = [
     "AnalysisOptions",
+    "ExportResult",
     "HofcatError",
     "InputError",
     "LLMError",
@@ -45,6 +46,9 @@ __all__ = [
     "UsageError",
     "analyze_run",
     "analyze_run_async",
+    "analyze_runs",
+    "export_run",
+    "export_run_async",
     "load_spec",
     "parse_spec",
     "plan_sweep",

@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from runner.analyze import run as _analysis
+from runner.analyze.combine import analyze_runs
 from runner.analyze.load import load_answers
 from runner.analyze.run import AnalysisOptions
 from runner.errors import (
@@ -28,6 +29,7 @@ from runner.errors import (
     SpecError,
     UsageError,
 )
+from runner.export.tidy import ExportResult, export_run
 from runner.parse.policy import Policy
 from runner.parse.stage import reparse
 from runner.report import html as _report
@@ -39,6 +41,7 @@ from runner.sweep.spec import Spec, load_spec, parse_spec
 # The same list as ``runner.__all__`` (tests/test_python_api.py keeps them equal).
 __all__ = [
     "AnalysisOptions",
+    "ExportResult",
     "HofcatError",
     "InputError",
     "LLMError",
@@ -53,6 +56,9 @@ __all__ = [
     "UsageError",
     "analyze_run",
     "analyze_run_async",
+    "analyze_runs",
+    "export_run",
+    "export_run_async",
     "load_spec",
     "parse_spec",
     "plan_sweep",
@@ -75,20 +81,31 @@ def plan_sweep(spec: Spec | str | Path) -> dict[str, Any]:
 
 
 def run_sweep(
-    spec: Spec | str | Path, out: str | Path, *, retry_failed: bool = False, live: bool | None = False
+    spec: Spec | str | Path,
+    out: str | Path,
+    *,
+    retry_failed: bool = False,
+    live: bool | None = False,
+    wait: bool = True,
 ) -> RunResult:
     """Run (or resume) a sweep into run directory ``out``; a ``RunResult`` (stored, failed, interrupted, ...).
 
-    Blocks until the sweep ends; in a running event loop use ``await run_sweep_async(...)``.
+    Blocks until the sweep ends; in a running event loop use ``await run_sweep_async(...)``. ``wait=False``:
+    batch endpoints (``execution = "batch"``) submit their batches and return; a later call collects them.
     """
-    return _session.run_sweep(_spec(spec), out, retry_failed=retry_failed, live=live)
+    return _session.run_sweep(_spec(spec), out, retry_failed=retry_failed, live=live, wait=wait)
 
 
 async def run_sweep_async(
-    spec: Spec | str | Path, out: str | Path, *, retry_failed: bool = False, live: bool | None = False
+    spec: Spec | str | Path,
+    out: str | Path,
+    *,
+    retry_failed: bool = False,
+    live: bool | None = False,
+    wait: bool = True,
 ) -> RunResult:
     """``run_sweep`` on the caller's event loop (no signal handlers: cancel the task to stop it)."""
-    return await _session.run_sweep_async(_spec(spec), out, retry_failed=retry_failed, live=live)
+    return await _session.run_sweep_async(_spec(spec), out, retry_failed=retry_failed, live=live, wait=wait)
 
 
 def analyze_run(run_dir: str | Path, options: AnalysisOptions | None = None, **choices: Any) -> Path:
@@ -106,6 +123,11 @@ async def analyze_run_async(run_dir: str | Path, options: AnalysisOptions | None
 def render_report(run_dir: str | Path) -> Path:
     """Write the run's self-contained HTML report from its analysis; the path of ``index.html``."""
     return _report.render_report(run_dir)
+
+
+async def export_run_async(run_dir: str | Path, out: str | Path | None = None, fmt: str = "parquet") -> ExportResult:
+    """``export_run`` in a worker thread, awaitable from a running event loop."""
+    return await asyncio.to_thread(export_run, run_dir, out, fmt)  # type: ignore[arg-type]
 
 
 async def render_report_async(run_dir: str | Path) -> Path:

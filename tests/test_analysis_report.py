@@ -67,10 +67,10 @@ def test_report_is_self_contained_and_renders_in_chromium(analysed_run, tmp_path
     assert main(["report", str(run)]) == 0
     page = (run / "report" / "index.html").read_text()
     for name in ("kendall", "scores", "grid", "tsne", "ssh", "status"):
-        assert f'id="fig-{name}"' in page and (run / "report" / f"{name}.png").is_file()
+        assert f'id="fig-{name}"' in page and (run / "report" / "figures" / f"{name}.png").is_file()
     assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', page)) == 6
     assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing fetched from outside
-    assert "Kendall tau-b and CAT score" in page and "hofstede-2015" in page
+    assert "per dimension and CAT score (papers&#x27; Table 1)" in page and "hofstede-2015" in page
 
     chromium = require_program("chromium")
     shot = tmp_path / "shot.png"
@@ -82,7 +82,7 @@ def test_report_is_self_contained_and_renders_in_chromium(analysed_run, tmp_path
             "--disable-gpu",
             "--hide-scrollbars",
             f"--screenshot={shot}",
-            "--window-size=1280,2400",
+            "--window-size=1280,4000",
             (run / "report" / "index.html").as_uri(),
         ],
         check=True,

@@ -1,7 +1,7 @@
 """The folder tree is the data flow: each stage imports only stages before it, and nothing imports in a cycle.
 
 Layers, lowest first (a module may import its own layer and any lower one, anywhere in the file, lazily or
-not): errors and survey → rundir → parse → sweep → score → analyze → report → endpoints → api → commands
+not): errors and survey → rundir → parse → sweep → score → analyze → report and export → endpoints → api → commands
 and cli. ``from runner import __version__`` is allowed everywhere: the package root imports nothing else.
 """
 
@@ -20,7 +20,7 @@ LAYERS = [
     {"runner.sweep"},
     {"runner.score"},
     {"runner.analyze"},
-    {"runner.report"},
+    {"runner.report", "runner.export"},
     {"runner.endpoints"},
     {"runner.api"},
     {"runner.commands", "runner.cli"},

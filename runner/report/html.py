@@ -1,33 +1,47 @@
-"""``render_report``: RUN_DIR/analysis → RUN_DIR/report/index.html (PNGs embedded as data URIs and saved beside).
+"""``render_report``: RUN_DIR/analysis → RUN_DIR/report/ (index.html, figures/ as PNG+SVG+PDF, tables/ as CSV+MD+TeX).
 
-The page uses no scripts, fonts or styles from outside the file, so it opens offline.
+The page starts with a summary — what was asked, the headline results, data quality, caveats — and then the
+papers' figures and tables for whatever the design varies. A section with no data is left out. The page uses no
+scripts, fonts or styles from outside the file, so it opens offline.
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import json
 import math
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from runner.errors import InputError
 from runner.report import figures
-from runner.rundir import RunWriter, read_output_json, read_output_table
-from runner.survey.reference import load_reference
+from runner.report.measurement import measurement_blocks
+from runner.report.page import Page, fmt_value
+from runner.rundir import RunWriter, read_dataset, read_output_json, read_output_table
+from runner.survey.dimensions import DIMENSIONS
+from runner.survey.reference import ReferenceSet, load_reference
 
 __all__ = ["render_report"]
 
-STYLE = """
-body { font-family: sans-serif; margin: 2em; max-width: 1200px; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; }
-th, td { border: 1px solid #bbb; padding: 3px 7px; text-align: right; }
-th { background: #eee; } td.l, th.l { text-align: left; }
-figure { margin: 1em 0 2em; } figcaption { font-size: 13px; color: #555; }
-pre { background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 12px; }
-"""
+TABLES = (
+    "indices",
+    "kendall",
+    "cat",
+    "misranked",
+    "error_percentage",
+    "questions",
+    "status_rates",
+    "respondents",
+    "centroid_correlations",
+    "disparity",
+    "set_separation",
+    "factor_tests",
+    "identity_correlations",
+    "countries_without_reference",
+    "warnings",
+    "reliability",
+)
 
 
 def _read(run_dir: Path, name: str) -> pl.DataFrame:
@@ -36,87 +50,194 @@ def _read(run_dir: Path, name: str) -> pl.DataFrame:
     return pl.DataFrame() if data is None else pl.from_arrow(data)
 
 
-def _fmt(value: object) -> str:
-    """A table cell: floats to 2 decimals, NaN/None as N/A, lists joined."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "N/A"
-    if isinstance(value, float):
-        return f"{value:.2f}"
-    if isinstance(value, list):
-        return ", ".join(map(str, value))
-    return str(value)
-
-
-def _table(frame: pl.DataFrame, *, max_rows: int = 200) -> str:
-    """An HTML table of a frame (first ``max_rows`` rows, with a note when cut)."""
-    if frame.height == 0:
-        return "<p><em>not applicable to this run</em></p>"
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in frame.columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row) + "</tr>"
-        for row in frame.head(max_rows).iter_rows()
+def _condition(frame: pl.DataFrame, factors: list[str]) -> pl.Expr:
+    """A readable label of each row's condition (``model=a, temperature=0.5``), 'all' without factors."""
+    present = [f for f in factors if f in frame.columns]
+    if not present:
+        return pl.lit("all")
+    return pl.concat_str(
+        [pl.format(f"{f}={{}}", pl.col(f).cast(pl.String).fill_null("none")) for f in present], separator=", "
     )
-    more = (
-        f"<p><em>{frame.height - max_rows} more rows in the Parquet table</em></p>" if frame.height > max_rows else ""
-    )
-    return f"<table><tr>{head}</tr>{body}</table>{more}"
 
 
-def _figure(out: RunWriter, name: str, png: bytes | None, caption: str) -> str:
-    """Save a PNG beside the page and embed it as a data URI with a caption."""
-    if png is None:
-        return ""
-    with out.output_file("report", f"{name}.png") as tmp:
-        tmp.write_bytes(png)
-    data = base64.b64encode(png).decode("ascii")
-    return (
-        f'<figure id="fig-{name}"><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
-        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-    )
+def _interval(value: str, low: str = "ci_low", high: str = "ci_high") -> pl.Expr:
+    """'value [low, high]' with two decimals, N/A for missing."""
+    parts = [pl.col(c).round(2).cast(pl.String).fill_null("N/A") for c in (value, low, high)]
+    return pl.format("{} [{}, {}]", *parts)
 
 
 def _tau_table(kendall: pl.DataFrame, cat: pl.DataFrame, factors: list[str]) -> pl.DataFrame:
-    """Papers' Table 1 layout: one row per dimension (+ CAT), one column per condition, 'tau [low, high]'."""
+    """Papers' Table 1 layout, transposed to stay narrow: one row per condition, one column per dimension + CAT."""
     if kendall.height == 0:
         return pl.DataFrame()
-    key = pl.concat_str([pl.col(f).cast(pl.String) for f in factors], separator=", ") if factors else pl.lit("all")
-    cell = pl.format(
-        "{} [{}, {}]", *[pl.col(c).round(2).cast(pl.String).fill_null("N/A") for c in ("tau", "ci_low", "ci_high")]
+    wide = kendall.with_columns(condition=_condition(kendall, factors), cell=_interval("tau")).pivot(
+        "dimension", index="condition", values="cell"
     )
-    wide = kendall.with_columns(condition=key, cell=cell).pivot("condition", index="dimension", values="cell")
-    cat_row = cat.with_columns(
-        condition=key,
-        cell=pl.format(
-            "{} [{}, {}]",
-            *[pl.col(c).round(2).cast(pl.String).fill_null("N/A") for c in ("cat_score", "ci_low", "ci_high")],
-        ),
-    )
-    cat_wide = cat_row.with_columns(dimension=pl.lit("CAT score")).pivot("condition", index="dimension", values="cell")
-    return pl.concat([wide, cat_wide], how="diagonal")
+    if cat.height:
+        scores = cat.select(condition=_condition(cat, factors), CAT=_interval("cat_score"))
+        wide = wide.join(scores, on="condition", how="left")
+    return wide
 
 
-def _probe_section(manifest: dict) -> str:
-    """The run's determinism probes (``run.determinism_probe``) as a table per endpoint, or a note that none ran."""
-    probes = manifest.get("determinism_probe")
-    if not probes:
-        return "<p><em>no determinism probe in this run (set run.determinism_probe = true)</em></p>"
-    parts = []
-    for name, probe in sorted(probes.items()):
+def _asked(manifest: dict[str, Any], summary: dict[str, Any]) -> list[str]:
+    """What the run asked, as short facts (from the manifest's spec; the analysis alone when there is none)."""
+    spec = manifest.get("spec") or {}
+    design = spec.get("design") or {}
+    facts = []
+    models = [f"{e.get('model')} ({e.get('name')}, {e.get('provider')})" for e in spec.get("endpoints", [])]
+    if models:
+        facts.append("models: " + "; ".join(models))
+    for key, label in (
+        ("mode", "mode"),
+        ("measurement", "measurement"),
+        ("languages", "languages"),
+        ("personas", "personas"),
+        ("identities", "identities"),
+        ("reply_format", "reply format"),
+        ("temperature", "temperature"),
+        ("top_p", "top_p"),
+        ("seeds", "seeds"),
+    ):
+        if key in design:
+            value = design[key]
+            if isinstance(value, dict):
+                value = ", ".join(f"{k} = {fmt_value(v)}" for k, v in value.items())
+            facts.append(f"{label}: {fmt_value(value)}")
+    if "measurement" not in design and design:
+        facts.append("measurement: sample (one sampled answer per request)")
+    facts.extend(  # a combined analysis of several runs (``hofcat analyze R1 R2 --out``)
+        f"run {run['label']}: {run['run_dir']} (spec {run.get('spec_hash')}, parser {run.get('parser_version')})"
+        for run in summary.get("runs", [])
+    )
+    plan = manifest.get("plan") or {}
+    if plan.get("cells") is not None:
+        facts.append(f"cells planned: {plan['cells']:,}")
+    facts.append(f"answers analysed: {summary['answers']:,} in {summary['conditions']} condition(s)")
+    return facts
+
+
+def _quality(status: pl.DataFrame, failures: int) -> list[str]:
+    """Parse rate, refusals and failures, as short facts."""
+    facts = []
+    if status.height:
+        totals = status.group_by("status").agg(pl.col("count").sum())
+        total = int(totals["count"].sum())
+        counts = dict(totals.iter_rows())
+        facts.append(f"parsed (status ok): {counts.get('ok', 0) / total:.1%} of {total:,} answers")
+        if counts.get("refusal"):
+            facts.append(f"refusals: {counts['refusal'] / total:.1%}")
+        other = total - counts.get("ok", 0) - counts.get("refusal", 0)
+        if other:
+            facts.append(f"other unparsed (no answer, ambiguous, …): {other / total:.1%}")
+    facts.append(f"requests failed for good: {failures:,}")
+    return facts
+
+
+def _min_p(n: int) -> float:
+    """The smallest attainable two-sided permutation p-value of Kendall tau with ``n`` untied countries."""
+    return min(1.0, 2 / math.factorial(n)) if n >= 2 else 1.0
+
+
+CAVEATS_SHOWN = 12
+
+
+def _caveats(t: dict[str, pl.DataFrame], summary: dict[str, Any], reference: ReferenceSet) -> list[str]:
+    """What a reader must know before trusting the numbers: the analysis' warnings, plus design limits."""
+    warned = [str(w.get("message", w)) if isinstance(w, dict) else str(w) for w in summary.get("warnings", [])]
+    notes = warned[:CAVEATS_SHOWN]
+    if len(warned) > CAVEATS_SHOWN:
+        notes.append(f"… {len(warned) - CAVEATS_SHOWN} more warnings in the Warnings table (appendix)")
+    cat = t["cat"]
+    if cat.height and "n_countries" in cat.columns:
+        n = int(cat["n_countries"].min())
+        if n < 3:
+            notes.append(f"a condition has only {n} countries with reference scores: tau is not defined there")
+        elif _min_p(n) > 0.05:
+            notes.append(
+                f"with {n} countries the smallest attainable two-sided p-value is {_min_p(n):.3f}: no dimension "
+                "can be significant at 0.05 in this design"
+            )
+    missing = t["countries_without_reference"]
+    if missing.height:
+        notes.append("countries without reference scores (left out of tau): " + ", ".join(missing["country"]))
+    if t["indices"].height:
+        countries = sorted(t["indices"]["country"].unique().to_list())
+        matrix = reference.matrix(countries)
+        gaps = [c for c, row in zip(countries, matrix, strict=True) if any(math.isnan(v) for v in row)]
+        if gaps:
+            notes.append(f"{reference.name} lacks some dimensions for: {', '.join(gaps)} (drawn as n/a)")
+    return notes
+
+
+def _headline(t: dict[str, pl.DataFrame], factors: list[str]) -> pl.DataFrame:
+    """CAT score per condition with its interval (and p-value where the analysis gives one)."""
+    cat = t["cat"]
+    if cat.height == 0:
+        return pl.DataFrame()
+    cols = [_condition(cat, factors).alias("condition"), _interval("cat_score").alias("CAT [interval]")]
+    cols += [
+        pl.col(c) for c in ("interval_note", "cat_p", "cat_p_min", "cat_p_holm", "n_countries") if c in cat.columns
+    ]
+    return cat.select(cols)
+
+
+def _tau_tests(kendall: pl.DataFrame, factors: list[str]) -> pl.DataFrame:
+    """Per dimension and condition: tau, its interval and its note, the exact p with the attainable minimum,
+    and the Holm / Benjamini–Hochberg adjusted p of the family."""
+    if kendall.height == 0 or "kendall_p" not in kendall.columns:
+        return pl.DataFrame()
+    keep = ["interval_note", "kendall_p", "kendall_p_min", "kendall_p_holm", "kendall_p_bh", "p_method", "n_countries"]
+    return kendall.select(
+        _condition(kendall, factors).alias("condition"),
+        pl.col("dimension"),
+        _interval("tau").alias("tau [interval]"),
+        *[pl.col(c) for c in keep if c in kendall.columns],
+    )
+
+
+def _alignment(error: pl.DataFrame) -> list[str]:
+    """The best and worst aligned countries (fewest and most mis-ranked dimensions over conditions)."""
+    if error.height == 0:
+        return []
+    ranked = error.drop_nulls("error_pct").sort("error_pct")
+    if ranked.height == 0:
+        return []
+    best, worst = ranked.row(0, named=True), ranked.row(-1, named=True)
+    return [
+        f"best aligned: {best['country']} ({best['error_pct']:.0f} % of dimensions mis-ranked)",
+        f"worst aligned: {worst['country']} ({worst['error_pct']:.0f} % of dimensions mis-ranked)",
+    ]
+
+
+def _facts(items: list[str], cls: str = "") -> str:
+    if not items:
+        return ""
+    return f'<ul class="facts {cls}">' + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>"
+
+
+def _determinism(page: Page, summary: dict[str, Any], manifest: dict[str, Any]) -> list[str]:
+    """The temperature-0 agreement and the endpoints' determinism probes as tables."""
+    blocks = []
+    zero = summary.get("temperature_zero") or {}
+    if zero.get("groups"):
+        frame = pl.DataFrame({"measure": list(zero), "value": [fmt_value(v) for v in zero.values()]})
+        blocks.append(page.table("temperature_zero", frame, "Repeated temperature-0 answers that disagree"))
+    for name, probe in sorted((manifest.get("determinism_probe") or {}).items()):
         if "error" in probe:
-            parts.append(f"<p>Endpoint <b>{html.escape(name)}</b>: probe failed: {html.escape(probe['error'])}</p>")
+            blocks.append(f"<p>Endpoint <b>{html.escape(name)}</b>: probe failed: {html.escape(probe['error'])}</p>")
             continue
-        parts.append(
-            f"<h3>Determinism probe: {html.escape(name)} ({html.escape(str(probe['model']))})</h3>"
-            f"<p>Seed <b>{html.escape(probe['seed'])}</b>; identical share at temperature 0 without a seed "
-            f"{probe['greedy_identical_share']:.2f}; {probe['repeats']} repeats of {probe['max_tokens']} "
-            "tokens per condition.</p>"
+        blocks.append(
+            f"<h3>Determinism probe: {html.escape(name)} ({html.escape(str(probe.get('model')))})</h3>"
+            f"<p>Seed <b>{html.escape(str(probe.get('seed')))}</b>; identical share at temperature 0 without a seed "
+            f"{fmt_value(probe.get('greedy_identical_share'))}; {probe.get('repeats')} repeats of "
+            f"{probe.get('max_tokens')} tokens per condition.</p>"
         )
-        parts.append(_table(pl.DataFrame(probe["conditions"])))
-    return "".join(parts)
+        blocks.append(page.table(f"probe_{name}", pl.DataFrame(probe.get("conditions", [])), "Probe conditions"))
+    return blocks
 
 
 def render_report(run_dir: str | Path) -> Path:
-    """Write ``RUN_DIR/report/index.html`` from ``RUN_DIR/analysis``; returns the HTML path."""
+    """Write ``RUN_DIR/report/index.html`` (and its figures and tables) from ``RUN_DIR/analysis``; the HTML path."""
     root = Path(run_dir)
     summary = read_output_json(root, "analysis", "summary.json")
     if summary is None:
@@ -125,93 +246,159 @@ def render_report(run_dir: str | Path) -> Path:
         return _render(writer, summary)
 
 
+def _failures(root: Path) -> int:
+    try:
+        return read_dataset(root, "failures", ["cell_key"]).num_rows
+    except (OSError, KeyError, ValueError):  # analysis of a bare answers table: no store beside it
+        return 0
+
+
 def _render(out: RunWriter, summary: dict) -> Path:
-    """Write the report's page and figures through ``out``; returns the page's path."""
+    """Write the report's page, figures and tables through ``out``; returns the page's path."""
     root = out.run_dir
     factors = list(summary["design"]["factors"])
     reference = load_reference(summary["reference"]["name"])
-    t = {
-        name: _read(root, name)
-        for name in (
-            "indices",
-            "kendall",
-            "cat",
-            "misranked",
-            "error_percentage",
-            "questions",
-            "status_rates",
-            "respondents",
-            "centroid_correlations",
-            "disparity",
-            "set_separation",
-            "factor_tests",
+    manifest = summary.get("run_manifest") or {}
+    t = {name: _read(root, name) for name in TABLES}
+    boot = summary["bootstrap"]
+    seed = int(boot["seed"])
+    estimand = summary.get("intervals") or {}
+    if estimand:  # the estimand's interval (coverage measured in benches/coverage.py); the bootstrap kept beside
+        interval = (
+            f"{boot['confidence_level']:.0%} intervals for {estimand.get('estimand', 'the population tau')} "
+            f"({estimand.get('method', '')}; measured coverage in docs/analysis.md; the percentile bootstrap "
+            f"over {', '.join(boot['unit'])} is in the tables as boot_low/boot_high)"
         )
-    }
-    seed = int(summary["bootstrap"]["seed"])
-    parts = [
-        f"<h1>hofcat report: {html.escape(root.name)}</h1>",
-        (
-            f"<p>Reference <b>{html.escape(reference.name)}</b>; undefined tau policy <b>"
-            f"{html.escape(summary['undefined_tau'])}</b>; {summary['conditions']} condition(s), "
-            f"{summary['answers']} answers; bootstrap {summary['bootstrap']['n_resamples']} resamples of "
-            f"{', '.join(summary['bootstrap']['unit'])} ({summary['bootstrap']['confidence_level']:.0%} percentile "
-            f"intervals, seed {seed}).</p>"
-        ),
-        "<h2>Ranking agreement</h2>",
-        _figure(
-            out,
-            "kendall",
-            figures.kendall_intervals(t["kendall"], factors),
-            "Kendall tau-b per dimension with bootstrap intervals",
-        ),
-        "<h3>Kendall tau-b and CAT score (papers' Table 1 layout)</h3>",
-        _table(_tau_table(t["kendall"], t["cat"], factors)),
-        _figure(
-            out,
-            "scores",
-            figures.dimension_scores(t["indices"], factors, reference),
-            "Dimension scores per country: reference and each condition (papers' Figure 2)",
-        ),
-        "<h3>Mis-ranked dimensions per country</h3>",
-        _table(t["misranked"]),
-        "<h3>Error percentage per country (mean mis-ranked share over conditions)</h3>",
-        _table(t["error_percentage"]),
-        "<h2>Sampling grid</h2>",
-        _figure(out, "grid", figures.grid_heatmap(t["cat"], factors), "CAT score over temperature × top_p")
-        or "<p><em>the design does not vary both temperature and top_p</em></p>",
-        "<h2>Experiment sets</h2>",
-        _figure(
-            out,
-            "tsne",
-            figures.respondent_embedding(t["respondents"], seed=seed),
-            "t-SNE of respondents coloured by set (value-differences Figure 1)",
-        ),
-        _figure(out, "ssh", figures.ssh_heatmap(t["set_separation"]), "SS_h between sets (value-differences Figure 2)"),
-        "<h3>Centroid correlation (Pearson, 24-d)</h3>",
-        _table(t["centroid_correlations"]),
-        "<h3>Disparity across nations (σ per dimension, D, MCD)</h3>",
-        _table(t["disparity"]),
-        "<h3>Separation between sets (Davies–Bouldin, silhouette, SS_h)</h3>",
-        _table(t["set_separation"]),
-        "<h3>PERMANOVA and PERMDISP per factor</h3>",
-        _table(t["factor_tests"]),
-        "<h2>Answers</h2>",
-        _figure(out, "status", figures.status_breakdown(t["status_rates"]), "Parse-status breakdown"),
-        _table(t["status_rates"]),
-        "<h2>Determinism</h2>",
-        f"<p>Temperature-0 repeated answers that disagree: {html.escape(json.dumps(summary['temperature_zero']))}</p>",
-        _probe_section(summary.get("run_manifest") or {}),
-        "<h3>Per-question mean, standard deviation and n (papers' Tables 5–17)</h3>",
-        _table(t["questions"].select([c for c in t["questions"].columns if c != "status_ok"]), max_rows=480)
-        if t["questions"].height
-        else _table(t["questions"]),
-        "<h2>Provenance</h2>",
-        f"<pre>{html.escape(json.dumps(summary, indent=2, default=str))}</pre>",
-    ]
-    page = (
-        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>hofcat report</title>'
-        f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>"
+    else:
+        interval = (
+            f"{boot['confidence_level']:.0%} {boot.get('method', 'percentile')} bootstrap intervals over "
+            f"{', '.join(boot['unit'])} ({boot['n_resamples']} resamples, seed {seed})"
+        )
+    title = manifest.get("run_name") or root.name
+    page = Page(out)
+
+    page.raw(f"<h1>hofcat report: {html.escape(str(title))}</h1>")
+    page.section(
+        "Summary",
+        "<h3>What was asked</h3>" + _facts(_asked(manifest, summary)),
+        "<h3>Headline results</h3>"
+        f"<p class=caption>Reference {html.escape(reference.name)}; {html.escape(interval)}.</p>"
+        + page.table("headline", _headline(t, factors), "CAT score per condition")
+        + _facts(_alignment(t["error_percentage"])),
+        "<h3>Data quality</h3>" + _facts(_quality(t["status_rates"], _failures(root))),
+        ("<h3>Caveats</h3>" + _facts(caveats, "warn")) if (caveats := _caveats(t, summary, reference)) else "",
     )
-    with out.output_file("report", "index.html") as tmp:
-        tmp.write_text(page, encoding="utf-8")
-    return out.layout.output("report") / "index.html"
+
+    kendall = figures.kendall_intervals(t["kendall"], factors)
+    scores = figures.dimension_scores(t["indices"], factors, reference)
+    n_countries = t["indices"]["country"].n_unique() if t["indices"].height else 0
+    page.section(
+        "Ranking agreement",
+        _plot(
+            page,
+            "kendall",
+            kendall,
+            f"Kendall tau-b between the model's and the reference's country ranking per "
+            f"dimension (unitless, −1…1), {interval}; one panel per model.",
+        ),
+        page.table(
+            "tau_tests",
+            _tau_tests(t["kendall"], factors),
+            "Kendall tau-b per dimension: interval and its note, exact permutation p against no association "
+            "(with the smallest p the design can attain), Holm and Benjamini-Hochberg adjusted p",
+            collapse=True,
+        ),
+        page.table(
+            "tau_table",
+            _tau_table(t["kendall"], t["cat"], factors),
+            "Kendall tau-b [interval] per dimension and CAT score (papers' Table 1)",
+        ),
+        _plot(
+            page,
+            "scores",
+            scores,
+            f"VSM13 index scores per country ({n_countries} countries; index points): the "
+            "reference as a dark bar, each condition of each model as a dot; missing reference values are n/a.",
+        ),
+        page.table("misranked", t["misranked"], "Mis-ranked dimensions per country (CAT Tables 2/4)"),
+        page.table("error_percentage", t["error_percentage"], "Error percentage per country over conditions"),
+    )
+    grid = figures.grid_heatmap(t["cat"], factors)
+    page.section(
+        "Sampling grid",
+        _plot(page, "grid", grid, f"CAT score (unitless, −1…1) over temperature × top_p with {interval}."),
+    )
+    # the value-differences study's Figure 1 embeds each point's six VSM scores; "items" embeds its 24 answers
+    vsm = summary.get("embedding", "items") == "vsm" and set(DIMENSIONS) <= set(t["respondents"].columns)
+    tsne = figures.respondent_embedding(t["respondents"], seed=seed, columns=list(DIMENSIONS) if vsm else None)
+    ssh = figures.ssh_heatmap(t["set_separation"])
+    page.section(
+        "Experiment sets",
+        _plot(
+            page,
+            "tsne",
+            tsne,
+            f"t-SNE of respondents ({t['respondents'].height} points"
+            + (", the six VSM scores of each: t-SNE of the six VSM scores" if vsm else ", 24 answers each")
+            + f"; points per {summary.get('points', 'seed')}), one colour per set (value-differences Figure 1).",
+        ),
+        _plot(page, "ssh", ssh, "SS_h between set pairs (unitless; value-differences Figure 2)."),
+        page.table("centroid_correlations", t["centroid_correlations"], "Centroid correlation (Pearson, 24-d)"),
+        page.table("disparity", t["disparity"], "Disparity across nations (σ per dimension, D, MCD)"),
+        page.table("set_separation", t["set_separation"], "Separation between sets (Davies–Bouldin, silhouette, SS_h)"),
+        page.table("factor_tests", t["factor_tests"], "PERMANOVA and PERMDISP per factor"),
+        page.table(
+            "identity_correlations",
+            t["identity_correlations"],
+            "Identity-context correlations within each set: mean Pearson r between the mean answers of each two "
+            "nations, genders, ages (value-differences Table 5)",
+        ),
+    )
+    status = figures.status_breakdown(t["status_rates"])
+    questions = t["questions"]
+    page.section(
+        "Answers",
+        _plot(page, "status", status, "Parse-status shares of answers per group."),
+        page.table("status_rates", t["status_rates"], "Parse statuses"),
+    )
+    page.section("Measurement and bias controls", *measurement_blocks(page, root, manifest))
+    page.section(
+        "Reliability",
+        page.table(
+            "reliability",
+            t["reliability"],
+            "Cronbach's alpha per dimension (the VSM13 is known for low alpha) and the agreement of repeated seeds "
+            "(ICC(1), ICC(1,k)) per condition",
+        ),
+    )
+    page.section("Determinism", *_determinism(page, summary, manifest))
+    page.section(
+        "Appendix",
+        page.table(
+            "questions",
+            questions.select([c for c in questions.columns if c != "status_ok"]) if questions.height else questions,
+            "Per-question mean, standard deviation and n (papers' Tables 5–17)",
+            collapse=True,
+        ),
+        page.table(
+            "indices", t["indices"], "Index scores per condition and country, with standard errors", collapse=True
+        ),
+        page.table("warnings", t["warnings"], "Warnings the analysis raised", collapse=True),
+        "<details><summary>Provenance (analysis summary.json)</summary><pre>"
+        + html.escape(_json(summary))
+        + "</pre></details>",
+    )
+    return page.write(f"hofcat report: {title}")
+
+
+def _plot(page: Page, name: str, plot: figures.Plot | None, caption: str) -> str:
+    """A figure with its caption, plus what it leaves out."""
+    if plot is None:
+        return ""
+    return page.figure(name, plot.fig, f"{caption} {plot.note}".strip(), shows=plot.shows)
+
+
+def _json(summary: dict) -> str:
+    import json
+
+    return json.dumps(summary, indent=2, default=str)
