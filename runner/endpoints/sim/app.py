@@ -21,11 +21,13 @@ from aiohttp import web
 
 from runner import __version__
 from runner.endpoints.sim import replies
+from runner.endpoints.sim.batch import BatchService
 from runner.endpoints.sim.chat_request import BadRequest, ChatRequest, parse_request
 from runner.endpoints.sim.config import SimConfig
 from runner.endpoints.sim.faults import Fault, draw_fault, latency_s
 from runner.endpoints.sim.limits import Refusal, RequestBudget
 from runner.endpoints.sim.log import LogEntry, RequestLog, max_in_window
+from runner.endpoints.sim.logprobs import logprobs_json
 from runner.endpoints.sim.respondent import AnswerModel
 from runner.endpoints.sim.seeding import Draws, key_of
 from runner.survey.cell import PromptCell
@@ -37,7 +39,7 @@ HTML = "text/html; charset=utf-8"
 _COMPLETION = (
     '{{"id": "{id}", "object": "chat.completion", "created": {created}, "model": {model}, '
     f'"system_fingerprint": "hofcat-sim-{__version__}", '
-    '"choices": [{{"index": 0, "message": {{"role": "assistant", "content": {content}}}, "logprobs": null, '
+    '"choices": [{{"index": 0, "message": {{"role": "assistant", "content": {content}}}, "logprobs": {logprobs}, '
     '"finish_reason": "{finish}"}}], '
     '"usage": {{"prompt_tokens": {prompt_tokens}, "completion_tokens": {completion_tokens}, '
     '"total_tokens": {total_tokens}}}}}'
@@ -90,7 +92,14 @@ class SimApp:
         app.router.add_get("/sim/log", self.log_endpoint)
         app.router.add_get("/sim/stats", self.stats_endpoint)
         app.router.add_get("/sim/truth", self.truth_endpoint)
+        BatchService(self).routes(app)
         return app
+
+    def next_seq(self) -> int:
+        """A fresh request sequence number (batch requests are numbered like online ones)."""
+        seq = self._seq
+        self._seq += 1
+        return seq
 
     # ---- chat completions -------------------------------------------------------------------------------
 
@@ -140,7 +149,7 @@ class SimApp:
     ) -> tuple[PromptCell | None, tuple[int | None, ...], _Reply]:
         cell = self.reader.read(chat.messages)
         if cell is None:
-            return None, (), self._completion(chat, key, seq, replies.UNKNOWN_PROMPT, "unknown_prompt", fault)
+            return None, (), self._completion(chat, key, seq, replies.UNKNOWN_PROMPT, "unknown_prompt", fault, None)
         if chat.json_mode and cell.reply_format != "json":  # a model in JSON mode answers in JSON
             cell = dataclasses.replace(cell, reply_format="json")
         if chat.grammar:  # a grammar-constrained model can emit only what the grammar admits: the bare number
@@ -157,12 +166,13 @@ class SimApp:
         if fault.refusal:
             text, outcome = replies.refusal_reply(cell.language), "refusal"
             logged: tuple[int | None, ...] = (None,) * len(answers)
-        elif fault.chatty:
+        elif fault.chatty and cell.labels == "digits":
             labels = self.reader.labels(cell.language, cell.questions[0]) if cell.mode == "item" else None
             text, outcome, logged = replies.chatty_reply(cell, answers, labels, fault.rng), "chatty", answers
         else:
-            text, outcome, logged = replies.plain_reply(cell, answers), "ok", answers
-        return cell, logged, self._completion(chat, key, seq, text, outcome, fault)
+            words = self.reader.labels(cell.language, cell.questions[0]) if cell.labels == "words" else None
+            text, outcome, logged = replies.plain_reply(cell, answers, words), "ok", answers
+        return cell, logged, self._completion(chat, key, seq, text, outcome, fault, cell)
 
     def country_of(self, cell: PromptCell) -> str | None:
         """The respondent's country: the persona's, else the prompt language's default (None: neutral)."""
@@ -170,10 +180,17 @@ class SimApp:
             return cell.framing.country
         return self.config.language_countries.get(cell.language)
 
-    def _completion(self, chat: ChatRequest, key: str, seq: int, text: str, outcome: str, fault: Fault) -> _Reply:
+    def _completion(
+        self, chat: ChatRequest, key: str, seq: int, text: str, outcome: str, fault: Fault, cell: PromptCell | None
+    ) -> _Reply:
         finish = "stop"
         if chat.max_tokens is not None and replies.estimate_tokens(text) > chat.max_tokens:
             text, finish = replies.truncate_to_tokens(text, chat.max_tokens), "length"
+        logprobs = "null"
+        if chat.top_logprobs is not None:  # the first token's alternatives, from the known truth
+            country = None if cell is None else self.country_of(cell)
+            refused = outcome in ("refusal", "unknown_prompt", "chatty")  # prose first: no option token
+            logprobs = logprobs_json(self.model, None if refused else cell, country, text, chat.top_logprobs)
         prompt_tokens = _prompt_tokens(chat.messages)
         completion_tokens = replies.estimate_tokens(text)
         body = _COMPLETION.format(
@@ -181,6 +198,7 @@ class SimApp:
             created=int(self._t0_unix + (time.monotonic() - self._t0)),
             model=_json_string(chat.model),
             content=_json_string(text),
+            logprobs=logprobs,
             finish=finish,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,

@@ -110,12 +110,18 @@ class SimConfig:
     hang_s: float = 600.0
     refusal_rate: float = 0.0  # "As an AI, I do not have personal preferences…" in the prompt's language
     chatty_rate: float = 0.0  # the same answer wrapped in prose or markdown
+    # Batch APIs (runner/endpoints/sim/batch.py): seconds until a batch completes, the share of its requests
+    # that fail alone, and the share of batches that expire with only their first half processed.
+    batch_latency_s: float = 0.5
+    batch_error_rate: float = 0.0
+    batch_expire_rate: float = 0.0
     # Request log: the last log_limit entries stay in memory; log_path also appends every entry as JSONL.
     log_limit: int = 100_000
     log_path: Path | None = None
 
     def __post_init__(self) -> None:
-        for name in ("error_rate", "malformed_rate", "hang_rate", "refusal_rate", "chatty_rate"):
+        probabilities = ("error_rate", "malformed_rate", "hang_rate", "refusal_rate", "chatty_rate")
+        for name in (*probabilities, "batch_error_rate", "batch_expire_rate"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0.0 <= value <= 1.0):
                 raise SimConfigError(name, value, "a probability in [0, 1]")
@@ -129,6 +135,8 @@ class SimConfig:
             raise SimConfigError("signal", self.signal, "a finite number >= 0")
         if not (math.isfinite(self.spread) and self.spread > 0):
             raise SimConfigError("spread", self.spread, "a finite number > 0")
+        if not (math.isfinite(self.batch_latency_s) and self.batch_latency_s >= 0):
+            raise SimConfigError("batch_latency_s", self.batch_latency_s, "finite seconds >= 0")
         if not (math.isfinite(self.hang_s) and self.hang_s >= 0):
             raise SimConfigError("hang_s", self.hang_s, "finite seconds >= 0")
         if not isinstance(self.log_limit, int) or self.log_limit < 0:
