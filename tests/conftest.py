@@ -62,3 +62,29 @@ def sim_demo_run(tmp_path_factory) -> DemoRun:
         code = cli.main(["demo", "--endpoint", "sim", "--seeds", "5", "--out", str(out)])
     assert len(returned) == 1, f"hofcat demo (exit status {code}) did not call runner.endpoints.demo.run_demo once"
     return DemoRun(out, code, stdout.getvalue(), returned[0])
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if any sweep of the suite reported more input tokens than its plan's bound (issue 16).
+
+    Every sweep session records ``token_bounds`` in its run directory's manifest; this walks the run
+    directories the tests made under pytest's base temp folder.
+    """
+    import json
+
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None or exitstatus not in (0, 1):
+        return
+    broken = []
+    for manifest in Path(factory.getbasetemp()).rglob("manifest.json"):
+        try:
+            sessions = json.loads(manifest.read_text(encoding="utf-8")).get("sessions", [])
+        except (OSError, ValueError, AttributeError):
+            continue
+        for entry in sessions if isinstance(sessions, list) else []:
+            for name, bound in (entry.get("token_bounds") or {}).items():
+                if not bound.get("held", True):
+                    broken.append(f"{manifest.parent}: {name} {bound}")
+    if broken:
+        print("\nthe plan's input-token bound did not hold:\n  " + "\n  ".join(broken))
+        session.exitstatus = 1

@@ -227,6 +227,8 @@ async def run_sweep_async(
         if batch_outcomes:
             record["batches"] = {name: dataclasses.asdict(o) for name, o in batch_outcomes.items()}
         record.update(_transport_record(sweep_transports))
+        if error is None:
+            record["token_bounds"] = _token_bounds(spec, writer, progress)
         writer.close({**record, "error": str(error)} if error else record)
         if last is not None and failure is None:
             raise last
@@ -240,6 +242,32 @@ async def run_sweep_async(
         dict(stats.stopped_endpoints),
         sum(o.open for o in batch_outcomes.values()),
     )
+
+
+def _token_bounds(spec: Spec, writer: RunWriter, progress: Progress) -> dict[str, dict[str, Any]]:
+    """Per endpoint: the input tokens its stored replies report against the plan's bound, and whether it held.
+
+    The plan promises the bound (``runner.sweep.plan.input_bound``); a reply past it (a tokenizer the bound does
+    not cover) is noted, so a cost preview is never silently wrong.
+    """
+    from runner.rundir.reader import read_dataset
+    from runner.sweep.plan import estimate
+
+    used = read_dataset(writer.layout, "responses", ["endpoint", "input_tokens"])
+    totals: dict[str, int] = {}
+    for name, tokens in zip(used.column("endpoint").to_pylist(), used.column("input_tokens").to_pylist(), strict=True):
+        totals[name] = totals.get(name, 0) + (tokens or 0)
+    out = {}
+    for endpoint in spec.endpoints:
+        bound = estimate(spec, endpoint).input_bound
+        spent = totals.get(endpoint.name, 0)
+        out[endpoint.name] = {"input_tokens": spent, "input_tokens_max": bound, "held": spent <= bound}
+        if spent > bound:
+            progress.note(
+                f"{endpoint.name}: {spent} input tokens reported, more than the plan's bound of {bound} (its "
+                "tokenizer is one the bound does not cover: hofcat plan's cost preview understated it)"
+            )
+    return out
 
 
 def _batch_runners(
