@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-import aiohttp
 from yarl import URL
 
 from runner.errors import FatalRequestError, RequestError, ServerError, TransportError
@@ -97,9 +96,13 @@ class _Http:
         self.base_url = base_url.rstrip("/")
         self.headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
         self.secret = secret
+        import aiohttp  # only when a batch endpoint runs
+
         self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s))
 
     async def request(self, method: str, path: str, *, json_body: Any = None, data: Any = None) -> bytes:
+        import aiohttp
+
         url = path if path.startswith("http") else f"{self.base_url}{path}"
         try:
             async with self.session.request(
@@ -156,6 +159,8 @@ class OpenAIBatchAPI:
             json.dumps({"custom_id": cid, "method": "POST", "url": URL(c.url).path, "body": c.body}, ensure_ascii=False)
             for cid, c in calls
         ]
+        import aiohttp
+
         form = aiohttp.FormData()
         form.add_field("purpose", "batch")
         payload = io.BytesIO(("\n".join(lines) + "\n").encode())  # a file object: aiohttp streams it

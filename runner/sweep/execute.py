@@ -197,6 +197,8 @@ class Executor:
         try:
             producers = []
             for config, cells in work:
+                if isinstance(cells, tuple | list) and not cells:
+                    continue  # known to have nothing left (a finished run): no transport, no connection pool
                 endpoint = self._open_endpoint(config)
                 endpoints.append(endpoint)
                 producers.append(self._produce(endpoint, cells))

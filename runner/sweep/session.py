@@ -13,6 +13,7 @@ describes the endpoint the run started against, and re-probing would silently re
 
 from __future__ import annotations
 
+import array
 import asyncio
 import dataclasses
 import itertools
@@ -23,7 +24,6 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -439,7 +439,7 @@ def _plan_covered(spec: Spec, writer: RunWriter, stored: pa.ChunkedArray) -> boo
 def _strings(values: list[str]) -> pa.Array:
     """``values`` as an Arrow string array, built from buffers: ``pa.array`` of a list imports pandas (~0.3 s)."""
     data = [v.encode() for v in values]
-    offsets = np.cumsum([0, *map(len, data)], dtype=np.int32)
+    offsets = array.array("i", itertools.accumulate(map(len, data), initial=0))  # int32, as Arrow's offsets
     return pa.StringArray.from_buffers(len(data), pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(data)))
 
 

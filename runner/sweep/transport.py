@@ -22,9 +22,8 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import aiohttp
 from yarl import URL
 
 from runner.errors import (
@@ -38,6 +37,9 @@ from runner.errors import (
 from runner.sweep.providers import HttpCall, Provider, Reply
 from runner.sweep.retry import retry_after_s
 from runner.sweep.spec import EndpointConfig
+
+if TYPE_CHECKING:  # aiohttp is imported when a transport is made: a run with nothing to send never needs it
+    import aiohttp
 
 __all__ = [
     "AiohttpTransport",
@@ -94,12 +96,16 @@ class AiohttpTransport:
     """
 
     def __init__(self, max_connections: int, timeout_s: float, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> None:
+        import aiohttp
+
         connector = aiohttp.TCPConnector(limit=max_connections, force_close=False)
         self._session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=timeout_s))
         self.max_reply_bytes = max_reply_bytes
 
     async def send(self, call: HttpCall) -> RawReply:
         """POST ``call`` once; ``TransportError`` on refusal, reset, bad framing or timeout (message redacted)."""
+        import aiohttp
+
         try:
             data = call.data if call.data is not None else json.dumps(call.body).encode()
             url = URL(call.url)
