@@ -61,7 +61,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     print(f"measurement: {options.measurement} (docs/measurement.md)")
     print(f"parse rate: {result.parse_rate:.1%} of answers parsed as ok")
-    print("Kendall tau-b per dimension against hofstede-2015 (95% bootstrap interval over seeds):")
+    print("Kendall tau-b per dimension against hofstede-2015 (95% interval for the population tau, docs/analysis.md):")
     for row in result.kendall.iter_rows(named=True):
         print(f"  {row['dimension'].upper():>3}  {_num(row['tau'])}  [{_num(row['ci_low'])}, {_num(row['ci_high'])}]")
     print(f"report: {result.report}")
