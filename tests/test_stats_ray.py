@@ -194,10 +194,12 @@ def test_a_node_dying_mid_permanova_changes_nothing(cluster) -> None:
         time.sleep(0.2)
     (doomed_id,) = {n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU")} - cluster["workers"]
     rng = np.random.default_rng(9)
-    points = rng.normal(size=(400, 40))  # high rank: the quantized screen, ~1 s per range on one thread
+    points = rng.normal(size=(400, 40))  # high rank: the quantized screen, ~4 s per range on one thread
     points[:100] += 0.03
     distances, labels = stats_core.pdist(points), np.repeat(np.arange(4), 100)
-    permutations = 120_000
+    # long ranges: a new node's worker process takes seconds to start on a loaded machine, and the other two
+    # nodes must not finish all six ranges before the third one has taken one
+    permutations = 480_000
     local = stats_core.permanova(distances, labels, permutations, seed=21)
     result: dict = {}
 
@@ -209,8 +211,9 @@ def test_a_node_dying_mid_permanova_changes_nothing(cluster) -> None:
     thread = threading.Thread(target=call)
     thread.start()
     # every CPU busy means the third node is running one of the six ranges: kill the whole node now
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while ray.available_resources().get("CPU", 0) > 0:
+        assert thread.is_alive(), "the call finished before the third node took a range"
         assert time.monotonic() < deadline, "the ranges never occupied every CPU"
         time.sleep(0.05)
     node = psutil.Process(doomed.pid)
