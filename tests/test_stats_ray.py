@@ -193,6 +193,18 @@ def test_a_node_dying_mid_permanova_changes_nothing(cluster) -> None:
         assert time.monotonic() < deadline, "the third worker node did not join"
         time.sleep(0.2)
     (doomed_id,) = {n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU")} - cluster["workers"]
+    # a worker process on the new node, started and warm before the call: otherwise (a fresh clone, a loaded
+    # machine) its start-up can outlast the whole call and the node never takes a range to die in
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    @ray.remote(num_cpus=1)
+    def warm() -> str:
+        import stats_core as core
+
+        return core.backend()
+
+    pinned = NodeAffinitySchedulingStrategy(doomed_id, soft=False)
+    assert ray.get(warm.options(scheduling_strategy=pinned).remote(), timeout=180)
     rng = np.random.default_rng(9)
     points = rng.normal(size=(400, 40))  # high rank: the quantized screen, ~4 s per range on one thread
     points[:100] += 0.03
