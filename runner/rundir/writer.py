@@ -111,8 +111,7 @@ class RunWriter:
             raise RunDirError(f"{layout.root}: is a file, not a run directory; --out must name a directory") from None
         except OSError as exc:
             raise store_error(exc, f"{layout.root}: cannot create the run directory") from None
-        fd = _lock(layout)
-        try:
+        with _locked(layout) as fd:
             existing = read_manifest(layout.root) if layout.manifest.exists() else None
             if existing is None:
                 if any(layout.parts(d) for d in DATASETS):
@@ -140,12 +139,6 @@ class RunWriter:
             writer.write_manifest()
             writer._reserve()
             return writer
-        except OSError as exc:
-            os.close(fd)
-            raise store_error(exc, f"{layout.root}: cannot write the run directory") from None
-        except BaseException:
-            os.close(fd)
-            raise
 
     @classmethod
     def attach(cls, run_dir: str | Path) -> RunWriter:
@@ -153,18 +146,11 @@ class RunWriter:
         layout = RunDir(Path(run_dir))
         if not layout.root.is_dir():
             raise RunDirError(f"{layout.root}: no such run directory")
-        fd = _lock(layout)
-        try:
+        with _locked(layout) as fd:
             manifest = read_manifest(layout.root) if layout.manifest.exists() else None
             writer = cls(layout, fd, manifest, batch_rows=1, seen_prompts=set())  # adds no rows: no sweep
             writer._clear_tmp()
             return writer
-        except OSError as exc:
-            os.close(fd)
-            raise store_error(exc, f"{layout.root}: cannot write the run directory") from None
-        except BaseException:
-            os.close(fd)
-            raise
 
     def __enter__(self) -> RunWriter:
         return self
@@ -346,6 +332,21 @@ def versions() -> dict[str, str]:
 
     libraries = {name: importlib.metadata.version(name) for name in ("pyarrow", "polars", "aiohttp", "tenacity")}
     return {"hofcat": __version__, "python": platform.python_version(), **libraries}
+
+
+@contextlib.contextmanager
+def _locked(layout: RunDir) -> Iterator[int]:
+    """The directory's lock fd while a writer is being opened; released again if opening fails (an OSError
+    becomes the one-line ``RunDirError``); on success the writer owns it."""
+    fd = _lock(layout)
+    try:
+        yield fd
+    except OSError as exc:
+        os.close(fd)
+        raise store_error(exc, f"{layout.root}: cannot write the run directory") from None
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _lock(layout: RunDir) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import array
 import asyncio
 import dataclasses
+import functools
 import itertools
 import sys
 import threading
@@ -227,7 +228,7 @@ async def run_sweep_async(
         if batch_outcomes:
             record["batches"] = {name: dataclasses.asdict(o) for name, o in batch_outcomes.items()}
         record.update(_transport_record(sweep_transports))
-        if error is None:
+        if error is None and stats.done:  # a session that stored nothing changed no spending: no O(run) read
             record["token_bounds"] = _token_bounds(spec, writer, progress)
         writer.close({**record, "error": str(error)} if error else record)
         if last is not None and failure is None:
@@ -280,10 +281,7 @@ def _batch_runners(
 ) -> list[tuple[BatchRunner, Iterable[PlannedCell]]]:
     """A ``BatchRunner`` per endpoint with ``execution = "batch"``, with its unstored cells."""
 
-    def commit() -> None:  # everything buffered, in parts of at most batch_rows
-        while (batch := writer.take()) is not None:
-            commit_batch(batch)
-
+    commit = functools.partial(_commit_buffered, writer, commit_batch)
     return [
         (BatchRunner(spec, e, writer, stats, progress, commit, api_key_for(e, spec.source)), cells)
         for e, cells in work
@@ -294,11 +292,16 @@ def _batch_runners(
 def _commit_rest(writer: RunWriter, commit_batch: Callable[[Batch], Committed]) -> RunDirError | None:
     """Commit what the writer still holds after the executor ended; the error instead of raising it."""
     try:
-        while (batch := writer.take()) is not None:
-            commit_batch(batch)
+        _commit_buffered(writer, commit_batch)
     except OSError as exc:
         return store_error(exc, f"{writer.run_dir}: cannot commit the last rows")
     return None
+
+
+def _commit_buffered(writer: RunWriter, commit_batch: Callable[[Batch], Committed]) -> None:
+    """Commit everything the writer buffers, in parts of at most ``batch_rows``."""
+    while (batch := writer.take()) is not None:
+        commit_batch(batch)
 
 
 PROBE_REPEATS = 4  # small: 5 × 4 requests per endpoint before the sweep
