@@ -47,39 +47,16 @@ def _mix(z):
     return z ^ (z >> np.uint64(31))
 
 
-@numba.njit(cache=True, parallel=True, nogil=True)
-def _permutations(codes, key, first, count):
-    # Every quantity is uint64 on purpose: numba turns uint64 (op) int64 into float64.
-    n = codes.shape[0]
-    out = np.empty((count, n), dtype=np.int32)
-    golden = np.uint64(0x9E3779B97F4A7C15)
-    low = np.uint64(0xFFFFFFFF)
-    s32 = np.uint64(32)
-    for r in numba.prange(count):
-        row = out[r]
-        for t in range(n):
-            row[t] = codes[t]
-        base = (np.uint64(first) + np.uint64(r)) * np.uint64(n)
-        for k in range(n - 1):
-            i = n - 1 - k
-            x = _mix(key + (base + np.uint64(i)) * golden)
-            m = np.uint64(i + 1)
-            j = ((x >> s32) * m + (((x & low) * m) >> s32)) >> s32
-            jj = np.int64(j)
-            held = row[i]
-            row[i] = row[jj]
-            row[jj] = held
-    return out
-
-
 def permutations(codes: np.ndarray, key: int, first: int, count: int) -> np.ndarray:
     """Rows first … first+count−1 of the counter-based permutation sequence of codes (see src/permute.rs)."""
-    return _permutations(codes.astype(np.int32), np.uint64(key), np.uint64(first), count)
+    n = codes.shape[0]
+    return permutations_within(codes, np.arange(n), np.array([0, n]), key, first, count)  # one stratum: the same rows
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
 def _permutations_within(codes, order, starts, key, first, count):
-    # As _permutations, over each stratum's positions order[starts[s]:starts[s + 1]] (uint64 throughout).
+    # Every quantity is uint64 on purpose: numba turns uint64 (op) int64 into float64. Stratum s shuffles
+    # positions order[starts[s]:starts[s + 1]]; one stratum over 0 … n−1 is the unblocked sequence.
     n = codes.shape[0]
     out = np.empty((count, n), dtype=np.int32)
     golden = np.uint64(0x9E3779B97F4A7C15)

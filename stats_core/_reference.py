@@ -84,16 +84,7 @@ def _mul_high(x: np.ndarray, m: int) -> np.ndarray:
 def permutations(codes: np.ndarray, key: int, first: int, count: int) -> np.ndarray:
     """Rows first … first+count−1 of the counter-based permutation sequence of codes (see src/permute.rs)."""
     n = codes.shape[0]
-    out = np.tile(codes.astype(np.int32), (count, 1))
-    base = np.arange(first, first + count, dtype=np.uint64) * np.uint64(n)
-    rows = np.arange(count)
-    for i in range(n - 1, 0, -1):
-        x = _mix(np.uint64(key) + (base + np.uint64(i)) * _GOLDEN)
-        j = _mul_high(x, i + 1).astype(np.intp)
-        held = out[rows, i].copy()
-        out[rows, i] = out[rows, j]
-        out[rows, j] = held
-    return out
+    return permutations_within(codes, np.arange(n), np.array([0, n]), key, first, count)  # one stratum: the same rows
 
 
 def permutations_within(

@@ -2,7 +2,8 @@
 
 ``LoopbackServer(answer)`` runs an aiohttp app in a daemon thread; ``answer(body, seq)`` gets the decoded
 JSON body and the arrival number and returns ``(status, json_body, headers)``. Arrival times (monotonic
-seconds, taken when the request reached the handler) are kept in ``arrivals``; use it as a context manager.
+seconds, taken when the request reached the handler) are kept in ``arrivals``, each request's raw body and
+headers in ``requests``; use it as a context manager.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class LoopbackServer:
         self.answer = answer
         self.arrivals: list[float] = []
         self.statuses: list[int] = []
+        self.requests: list[tuple[bytes, dict[str, str]]] = []
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="loopback", daemon=True)
@@ -48,13 +50,15 @@ class LoopbackServer:
 
     async def _handle(self, request: web.Request) -> web.Response:
         arrived = time.monotonic()
+        raw = await request.read()
         try:
-            body = json.loads(await request.read())
+            body = json.loads(raw)
         except ValueError:
             body = None
         with self._lock:
             seq = len(self.arrivals)
             self.arrivals.append(arrived)
+            self.requests.append((raw, dict(request.headers)))
             status, payload, headers = self.answer(body, seq)
             self.statuses.append(status)
         return web.Response(status=status, text=json.dumps(payload), content_type="application/json", headers=headers)

@@ -7,19 +7,17 @@ range checks' exit status, and a run mixing item and survey mode. Real simulator
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 
+from _loopback_server import LoopbackServer, chat_ok
 from _runner_support import check_run_dir, make_spec, spec_text
 from runner.endpoints.sim import SimConfig, SimServerThread
 from runner.rundir import read_dataset
@@ -120,50 +118,10 @@ def test_endpoint_sends_only_that_endpoints_cells_and_an_unknown_name_is_refused
     assert status.returncode == 0 and json.loads(status.stdout)["remaining"] == 48  # a's cells remain
 
 
-class Recorder:
-    """A loopback OpenAI-style server that keeps every request's raw body and headers."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[bytes, dict[str, str]]] = []
-        self._loop = asyncio.new_event_loop()
-        self._runner: web.AppRunner | None = None
-        self.port = 0
-
-    async def _handle(self, request: web.Request) -> web.Response:
-        self.requests.append((await request.read(), dict(request.headers)))
-        reply = {
-            "choices": [{"message": {"role": "assistant", "content": "3"}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 20, "completion_tokens": 1},
-        }
-        return web.json_response(reply)
-
-    def __enter__(self) -> Recorder:
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._thread.start()
-
-        async def start() -> int:
-            app = web.Application()
-            app.router.add_route("POST", "/{tail:.*}", self._handle)
-            self._runner = web.AppRunner(app, access_log=None)
-            await self._runner.setup()
-            site = web.TCPSite(self._runner, "127.0.0.1", 0)
-            await site.start()
-            return site._server.sockets[0].getsockname()[1]
-
-        self.port = asyncio.run_coroutine_threadsafe(start(), self._loop).result(30)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(30)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(30)
-        self._loop.close()
-
-
 def test_show_prompts_prints_the_bytes_a_run_sends_without_the_key(tmp_path: Path) -> None:
     key = "sk-test-" + "k3y" * 10
     env = {"HOFCAT_PILOT_KEY": key}
-    with Recorder() as server:
+    with LoopbackServer(lambda body, seq: chat_ok()) as server:
         spec = tmp_path / "s.toml"
         url = f"http://127.0.0.1:{server.port}/v1"
         spec.write_text(spec_text(url, endpoint={"api_key_env": "HOFCAT_PILOT_KEY"}, design={"shuffle_options": True}))

@@ -11,6 +11,8 @@ not count towards m); the raw p-value is kept beside ``<p>_holm`` and ``<p>_bh``
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import polars as pl
 
@@ -31,27 +33,22 @@ FAMILIES: dict[str, tuple[tuple[str, str], ...]] = {
 
 def holm(pvalues: np.ndarray) -> np.ndarray:
     """Holm step-down adjusted p-values of a 1-D array; NaN entries stay NaN and are not counted."""
-    p = np.asarray(pvalues, dtype=np.float64)
-    out = np.full(p.shape, np.nan)
-    ok = np.flatnonzero(np.isfinite(p))
-    m = ok.size
-    if m:
-        order = ok[np.argsort(p[ok], kind="stable")]
-        steps = np.minimum(1.0, (m - np.arange(m)) * p[order])
-        out[order] = np.maximum.accumulate(steps)
-    return out
+    return _step(pvalues, lambda p, m: np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * p)))
 
 
 def benjamini_hochberg(pvalues: np.ndarray) -> np.ndarray:
     """Benjamini–Hochberg step-up adjusted p-values of a 1-D array; NaN entries stay NaN and are not counted."""
+    return _step(pvalues, lambda p, m: np.minimum.accumulate(np.minimum(1.0, m * p / np.arange(1, m + 1))[::-1])[::-1])
+
+
+def _step(pvalues: np.ndarray, adjust: Callable[[np.ndarray, int], np.ndarray]) -> np.ndarray:
+    """``adjust(sorted defined p, m)`` scattered back to the input's order; NaN stays NaN and is not counted in m."""
     p = np.asarray(pvalues, dtype=np.float64)
     out = np.full(p.shape, np.nan)
     ok = np.flatnonzero(np.isfinite(p))
-    m = ok.size
-    if m:
-        order = ok[np.argsort(p[ok], kind="stable")]
-        steps = np.minimum(1.0, m * p[order] / np.arange(1, m + 1))
-        out[order] = np.minimum.accumulate(steps[::-1])[::-1]
+    if ok.size:
+        order = ok[np.argsort(p[ok], kind="stable")]  # stable: tied p-values keep their table order
+        out[order] = adjust(p[order], ok.size)
     return out
 
 

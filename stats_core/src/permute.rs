@@ -30,20 +30,7 @@ pub fn mul_high(x: u64, m: u64) -> u64 {
 
 /// Rows `first .. first + count` of the permutation sequence of `codes` for `key`, row-major (count × n).
 pub fn permutations(codes: &[i32], key: u64, first: u64, count: usize) -> Vec<i32> {
-    let n = codes.len();
-    let mut out = vec![0i32; count * n];
-    if n == 0 {
-        return out;
-    }
-    out.par_chunks_mut(n).enumerate().for_each(|(r, row)| {
-        row.copy_from_slice(codes);
-        let base = (first + r as u64).wrapping_mul(n as u64);
-        for i in (1..n).rev() {
-            let x = mix(key.wrapping_add(base.wrapping_add(i as u64).wrapping_mul(GOLDEN)));
-            row.swap(i, mul_high(x, i as u64 + 1) as usize);
-        }
-    });
-    out
+    rows(codes, first, count, |row, base| shuffle(row, codes.len(), base, key, |i| i))
 }
 
 /// Rows `first .. first + count` of the blocked permutation sequence (see the module note), row-major.
@@ -58,6 +45,16 @@ pub fn permutations_within(
     first: u64,
     count: usize,
 ) -> Vec<i32> {
+    rows(codes, first, count, |row, base| {
+        for bounds in starts.windows(2) {
+            let (lo, positions) = (bounds[0], &order[bounds[0]..bounds[1]]);
+            shuffle(row, positions.len(), base.wrapping_add(lo as u64), key, |i| positions[i] as usize);
+        }
+    })
+}
+
+/// `count` copies of `codes`, row r shuffled in place by `fill(row, (first + r)·n)` (its first counter), in parallel.
+fn rows(codes: &[i32], first: u64, count: usize, fill: impl Fn(&mut [i32], u64) + Sync) -> Vec<i32> {
     let n = codes.len();
     let mut out = vec![0i32; count * n];
     if n == 0 {
@@ -65,18 +62,18 @@ pub fn permutations_within(
     }
     out.par_chunks_mut(n).enumerate().for_each(|(r, row)| {
         row.copy_from_slice(codes);
-        let base = (first + r as u64).wrapping_mul(n as u64);
-        for bounds in starts.windows(2) {
-            let (lo, positions) = (bounds[0], &order[bounds[0]..bounds[1]]);
-            let offset = base.wrapping_add(lo as u64);
-            for i in (1..positions.len()).rev() {
-                let x = mix(key.wrapping_add(offset.wrapping_add(i as u64).wrapping_mul(GOLDEN)));
-                let j = mul_high(x, i as u64 + 1) as usize;
-                row.swap(positions[i] as usize, positions[j] as usize);
-            }
-        }
+        fill(row, (first + r as u64).wrapping_mul(n as u64));
     });
     out
+}
+
+/// Fisher–Yates over `len` positions of `row` with counters from `offset`; `at(i)` is step i's position in `row`.
+#[inline(always)]
+fn shuffle(row: &mut [i32], len: usize, offset: u64, key: u64, at: impl Fn(usize) -> usize) {
+    for i in (1..len).rev() {
+        let x = mix(key.wrapping_add(offset.wrapping_add(i as u64).wrapping_mul(GOLDEN)));
+        row.swap(at(i), at(mul_high(x, i as u64 + 1) as usize));
+    }
 }
 
 #[cfg(test)]
