@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
+import json
 from pathlib import Path
 
 import pytest
 
+from _loopback_server import LoopbackServer, chat_ok
 from _runner_support import make_spec
 from runner.analyze.run import AnalysisOptions, analyze_run
 from runner.endpoints.sim import SimConfig, SimServerThread
 from runner.errors import SpecError
 from runner.report.html import render_report
 from runner.rundir import read_manifest
+from runner.sweep.probe import probe_endpoint
 from runner.sweep.session import PROBE_MAX_TOKENS, PROBE_REPEATS, run_sweep
+from runner.sweep.spec import spec_from_dict
+from runner.sweep.transport import aiohttp_transport
 from test_runner_providers import ShapeServer
 
 DESIGN = {
@@ -77,3 +83,40 @@ def test_no_probe_unless_asked_and_none_for_apis_that_cannot_take_it(tmp_path: P
 def test_determinism_probe_must_be_a_boolean() -> None:
     with pytest.raises(SpecError, match=r"run.determinism_probe = 'yes': must be true or false"):
         make_spec("http://127.0.0.1:9/v1", run={"determinism_probe": "yes"})
+
+
+def test_the_probe_sends_its_requests_as_the_sweep_does(tmp_path: Path, monkeypatch) -> None:
+    """max_tokens_field (max_completion_tokens for reasoning models), extra_headers and extra_body reach the
+    probe's requests exactly as they reach the sweep's (one provider mapping serves both)."""
+    monkeypatch.setenv("HOFCAT_TEST_KEY", "sk-probe-test-0123456789")
+    with LoopbackServer(lambda body, seq: chat_ok("3")) as server:
+        spec = make_spec(
+            server.base_url,
+            endpoint={"model": "o3-mini", "api_key_env": "HOFCAT_TEST_KEY"},  # auto: max_completion_tokens
+            design={"personas": ["China"], "questions": [1], "seeds": [1], "temperature": [0.0]},
+        )
+        raw = spec.raw
+        raw["endpoints"][0].update(extra_headers={"X-Route": "eu-1"}, extra_body={"provider": {"order": ["a"]}})
+        spec = spec_from_dict(raw, source="probe-spec")
+        endpoint = spec.endpoints[0]
+
+        async def probe() -> None:
+            transport = aiohttp_transport(endpoint)
+            try:
+                await probe_endpoint(endpoint, transport, repeats=PROBE_REPEATS, max_tokens=PROBE_MAX_TOKENS)
+            finally:
+                await transport.close()
+
+        asyncio.run(probe())
+        probed = list(server.requests)
+        run_sweep(spec, tmp_path / "run", live=False, stream=io.StringIO())
+        swept = server.requests[len(probed) :]
+    assert len(probed) == 5 * PROBE_REPEATS and len(swept) == 1  # the plan is one cell
+    for raw, headers in probed + swept:
+        body = json.loads(raw)
+        assert "max_tokens" not in body and body["provider"] == {"order": ["a"]}
+        assert headers["X-Route"] == "eu-1" and headers["Authorization"] == "Bearer sk-probe-test-0123456789"
+    assert {json.loads(raw)["max_completion_tokens"] for raw, _ in probed} == {PROBE_MAX_TOKENS}
+    sweep_body = json.loads(swept[0][0])
+    probe_body = json.loads(probed[0][0])
+    assert set(probe_body) - {"seed"} == set(sweep_body) - {"seed"}  # the same fields, built by one function

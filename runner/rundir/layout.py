@@ -7,6 +7,8 @@ RUN_DIR/failures/part-ID.parquet   one row per cell that exhausted its retries (
 RUN_DIR/prompts/part-ID.parquet    prompt_hash → the exact messages sent (each prompt once)
 RUN_DIR/answers/part-ID.parquet    the parse stage's reading of responses/part-ID (same ID)
 RUN_DIR/analysis/, RUN_DIR/report/  outputs of ``hofcat analyze`` and ``hofcat report``
+RUN_DIR/plan-keys/SPEC_HASH.parquet the plan's cell keys in plan order (``runner.rundir.plan_keys``): derived
+                                   from the spec, rebuilt when stale or damaged; lets a resume skip the plan walk
 RUN_DIR/.tmp/                      files being written (never read; cleared when a writer opens)
 RUN_DIR/.lock                      held by the one process writing the directory (records its pid and host)
 
@@ -77,6 +79,10 @@ class RunDir:
             return []
         found = [(int(m.group(1)), f[5:-8]) for f in os.listdir(folder) if (m := _PART.match(f))]
         return [part for _, part in sorted(found)]
+
+    def plan_keys(self, spec_hash: str) -> Path:
+        """The plan-keys file of the spec with ``spec_hash`` (``runner.rundir.plan_keys``)."""
+        return self.root / "plan-keys" / f"{spec_hash}.parquet"
 
     def output(self, name: str) -> Path:
         """The folder of an output stage (``analysis``, ``report``)."""

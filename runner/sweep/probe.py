@@ -23,6 +23,11 @@ Verdict (``seed``), from ``hot_seed`` and its control:
 
 Requests that fail count as errors and are left out of the shares. Requests go through a ``Transport``
 (``runner.sweep.transport``): the caller's, or an aiohttp one the probe opens and closes itself.
+
+``probe_endpoint`` probes a spec endpoint with the requests its sweep would send: the body and headers come
+from the same provider mapping (``providers.provider_for``: ``max_tokens_field`` such as
+``max_completion_tokens``, ``extra_headers``, ``extra_body``) and the same key lookup (``execute.api_key_for``).
+``probe_determinism`` probes a bare base URL (``hofcat probe``) with the provider's plain mapping.
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from runner.errors import ProbeError, RequestError
-from runner.sweep.providers import ChatRequest, HttpCall, Provider, get_provider
+from runner.sweep.providers import ChatRequest, HttpCall, Provider, get_provider, provider_for
+from runner.sweep.spec import EndpointConfig
 from runner.sweep.transport import AiohttpTransport, Transport, send
 
 DEFAULT_MESSAGES: tuple[dict[str, str], ...] = ({"role": "user", "content": "Write one short sentence about the sea."},)
@@ -110,12 +116,7 @@ async def probe_determinism(
     ``transport`` carries the requests (default: an aiohttp transport with ``timeout_s`` per request).
     Raises ``ValueError`` on bad arguments and ``ProbeError`` when every request fails.
     """
-    if repeats < 2:
-        raise ValueError(f"repeats: {repeats} must be at least 2 to compare replies")
-    if max_tokens < 1:
-        raise ValueError(f"max_tokens: {max_tokens} must be at least 1")
-    if hot_temperature <= 0:
-        raise ValueError(f"hot_temperature: {hot_temperature} must be > 0")
+    _check_options(repeats, max_tokens, hot_temperature)
     key = None
     if api_key_env is not None:
         key = os.environ.get(api_key_env)
@@ -125,6 +126,75 @@ async def probe_determinism(
         provider = get_provider(provider_name)
     except KeyError:
         raise ValueError(f"provider_name: {provider_name!r} is not one of anthropic, gemini, openai") from None
+    wire = transport or AiohttpTransport(5 * repeats, timeout_s)
+    try:
+        return await _probe(
+            base_url, model, provider, key, wire, messages, repeats, max_tokens, seed, hot_temperature, top_p
+        )
+    finally:
+        if transport is None:  # the probe opened it
+            await wire.close()
+
+
+async def probe_endpoint(
+    endpoint: EndpointConfig,
+    transport: Transport,
+    *,
+    repeats: int = 6,
+    max_tokens: int = 24,
+    seed: int = 1234,
+    hot_temperature: float = 1.0,
+    source: str = "spec",
+) -> DeterminismProbe:
+    """Probe spec ``endpoint`` over ``transport`` with ``5 * repeats`` requests built as its sweep builds them.
+
+    Same provider mapping (``provider_for``: max-tokens field, extra headers and body) and key (``api_key_for``;
+    ``source`` names the spec in its error) as the sweep; ``max_tokens`` caps each reply. Raises as
+    ``probe_determinism``, and ``SpecError`` when the endpoint's key variable is unset.
+    """
+    from runner.sweep.execute import api_key_for  # the sweep's own lookup (execute imports far more than this)
+
+    _check_options(repeats, max_tokens, hot_temperature)
+    key = api_key_for(endpoint, source)
+    return await _probe(
+        endpoint.base_url,
+        endpoint.model,
+        provider_for(endpoint),
+        key,
+        transport,
+        DEFAULT_MESSAGES,
+        repeats,
+        max_tokens,
+        seed,
+        hot_temperature,
+        1.0,
+    )
+
+
+def _check_options(repeats: int, max_tokens: int, hot_temperature: float) -> None:
+    """``ValueError`` for a probe that cannot compare replies: under 2 repeats, no tokens, a cold "hot" run."""
+    if repeats < 2:
+        raise ValueError(f"repeats: {repeats} must be at least 2 to compare replies")
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens: {max_tokens} must be at least 1")
+    if hot_temperature <= 0:
+        raise ValueError(f"hot_temperature: {hot_temperature} must be > 0")
+
+
+async def _probe(
+    base_url: str,
+    model: str,
+    provider: Provider,
+    key: str | None,
+    wire: Transport,
+    messages: Sequence[dict[str, str]],
+    repeats: int,
+    max_tokens: int,
+    seed: int,
+    hot_temperature: float,
+    top_p: float,
+) -> DeterminismProbe:
+    """The probe's requests through ``provider``'s mapping with ``key``, over ``wire``; the result."""
     plans = (
         ("t0", 0.0, [None] * repeats),
         ("t0_seed", 0.0, [seed] * repeats),
@@ -137,33 +207,28 @@ async def probe_determinism(
         request = ChatRequest(model, [dict(m) for m in messages], request_seed, temperature, top_p, max_tokens)
         return provider.call(base, key, request)
 
-    wire = transport or AiohttpTransport(5 * repeats, timeout_s)
-    try:
-        texts: dict[str, list[str | None]] = {name: [] for name, _, _ in plans}
-        for name, temperature, seeds in plans[:3]:  # solo: one request at a time, nothing else in flight
-            texts[name].append(await _reply_text(wire, provider, call(temperature, seeds[0])))
-        batched = [
-            (name, call(temperature, s))
-            for name, temperature, seeds in plans
-            for s in (seeds if name == "hot_seeds" else seeds[1:])
-        ]
-        # Other prompts of other lengths in the same batch, as in a sweep; their replies are not compared.
-        batched += [
-            (
-                "distractor",
-                provider.call(
-                    base, key, ChatRequest(model, _distractor(messages, i), seed, hot_temperature, top_p, max_tokens)
-                ),
-            )
-            for i in range(repeats)
-        ]
-        replies = await asyncio.gather(*(_reply_text(wire, provider, c) for _, c in batched))
-        for (name, _), text in zip(batched, replies, strict=True):
-            if name in texts:
-                texts[name].append(text)
-    finally:
-        if transport is None:  # the probe opened it
-            await wire.close()
+    texts: dict[str, list[str | None]] = {name: [] for name, _, _ in plans}
+    for name, temperature, seeds in plans[:3]:  # solo: one request at a time, nothing else in flight
+        texts[name].append(await _reply_text(wire, provider, call(temperature, seeds[0])))
+    batched = [
+        (name, call(temperature, s))
+        for name, temperature, seeds in plans
+        for s in (seeds if name == "hot_seeds" else seeds[1:])
+    ]
+    # Other prompts of other lengths in the same batch, as in a sweep; their replies are not compared.
+    batched += [
+        (
+            "distractor",
+            provider.call(
+                base, key, ChatRequest(model, _distractor(messages, i), seed, hot_temperature, top_p, max_tokens)
+            ),
+        )
+        for i in range(repeats)
+    ]
+    replies = await asyncio.gather(*(_reply_text(wire, provider, c) for _, c in batched))
+    for (name, _), text in zip(batched, replies, strict=True):
+        if name in texts:
+            texts[name].append(text)
     conditions = [_condition(name, temperature, seeds, texts[name]) for name, temperature, seeds in plans]
     if all(c.errors == c.requests for c in conditions):
         raise ProbeError(f"determinism probe: all {4 * repeats} requests to {base} failed")

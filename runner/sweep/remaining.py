@@ -1,0 +1,242 @@
+"""What a resumed session still has to run: the selected plan minus the stored outcomes.
+
+Three ways to the same answer, cheapest first (``remaining_work``):
+
+1. Covered: the stored keys are the whole plan (counted in Arrow), so nothing is left and no key is derived.
+2. By plan keys: the plan's keys, in plan order, are read from the run directory's plan-keys file
+   (``runner.rundir.plan_keys``; written by the first session that needs it, one keys-only walk of the plan),
+   the stored keys are subtracted in Arrow (``pyarrow.compute.is_in``), and only the cells left are made, by
+   arithmetic from their positions (``plan.cells_at``), lazily. Each cell made is checked against the file's key
+   at its position. A file for another spec hash or fingerprint, of the wrong length, corrupt or failing the
+   sample check is rebuilt (the reason goes in the session's manifest entry, ``plan_keys_rebuilt``).
+3. By walking (plans over ``PLAN_KEYS_MAX_CELLS`` cells): every selected cell is made and filtered by set
+   membership.
+
+All three give the same cells in the same order and the same ``already_stored`` / ``failed_before`` counts
+(tests/test_runner_resume_fast.py checks 2 and 3 against each other on random specs, selections and stores).
+"""
+
+from __future__ import annotations
+
+import array
+import hashlib
+import itertools
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from runner.errors import RunDirError
+from runner.rundir import RunWriter, stored_key_columns
+from runner.rundir.plan_keys import read_plan_keys, write_plan_keys
+from runner.sweep.plan import PlannedCell, Selection, cells_at, count_cells, endpoint_cell_count, iter_cells, iter_keys
+from runner.sweep.progress import RunStats
+from runner.sweep.spec import EndpointConfig, Spec
+
+__all__ = ["PLAN_KEYS_MAX_CELLS", "PLAN_SAMPLE", "plan_fingerprint", "plan_keys", "remaining_work", "strings"]
+
+PLAN_SAMPLE = 64  # first cells per endpoint whose keys must match before stored or filed keys are trusted
+# Beyond this many cells no plan-keys file is kept (10^7 keys are ~0.4 GB as Arrow) and the plan is walked.
+PLAN_KEYS_MAX_CELLS = 10_000_000
+_CHUNK = 1 << 16  # keys per Arrow chunk while deriving them, and cells per check against the file
+KEY_SCHEME = "cell-key/1"  # bump when plan.cell_key's definition changes: every plan-keys file is then stale
+# The sources that define a key besides the spec and the templates: a development checkout edited without a
+# version bump must not reuse keys the old code derived.
+_KEY_SOURCES = ("sweep/plan.py", "sweep/providers/logprobs.py", "survey/prompts.py", "survey/cell.py")
+
+Work = list[tuple[EndpointConfig, Iterable[PlannedCell]]]
+
+
+def remaining_work(spec: Spec, writer: RunWriter, stats: RunStats, retry_failed: bool, selection: Selection) -> Work:
+    """Each selected endpoint's selected cells still without an outcome (lazy), the skipped ones counted in ``stats``.
+
+    Without an outcome: no stored response, and, unless ``retry_failed``, no stored failure. See the module
+    docstring for how; the answer does not depend on which way is taken.
+    """
+    done_col, failed_col = stored_key_columns(writer.layout)
+    covering = (
+        done_col
+        if retry_failed or not len(failed_col)
+        else pa.chunked_array([*done_col.chunks, *failed_col.chunks], type=pa.string())
+    )
+    if plan_covered(spec, writer, covering):  # the whole plan is covered, so is any selection of it
+        planned = count_cells(spec)
+        failed_only = planned - pc.count_distinct(done_col).as_py() if covering is not done_col else 0
+        if failed_only == 0 or selection.cells == planned:  # else: which selected cells failed needs the keys
+            stats.already_stored = selection.cells
+            stats.failed_before = failed_only
+            return [(e, ()) for e in selection.endpoints]
+    failed_col = failed_col if not retry_failed else failed_col[:0]
+    keys = plan_keys(spec, writer)
+    if keys is None:
+        return _remaining_by_walk(spec, done_col, failed_col, stats, selection)
+    return _remaining_by_keys(spec, writer, keys, done_col, failed_col, stats, selection)
+
+
+def plan_covered(spec: Spec, writer: RunWriter, stored: pa.ChunkedArray) -> bool:
+    """Whether the ``stored`` keys are the whole plan; cheapest checks first.
+
+    Covered means: as many distinct stored keys as the plan has cells; every session of the directory ran the
+    same versions as this one (the spec hash is already the same, so the plan is); and the first
+    ``PLAN_SAMPLE`` planned keys of every endpoint are among them."""
+    planned = count_cells(spec)
+    if len(stored) < planned:
+        return False
+    sessions = (writer.manifest or {}).get("sessions") or [{}]
+    if any(s.get("versions") != sessions[-1].get("versions") for s in sessions):
+        return False
+    sample = {c.key for e in spec.endpoints for c in itertools.islice(iter_cells(spec, e), PLAN_SAMPLE)}
+    found = pc.sum(pc.is_in(stored, value_set=strings(sorted(sample)))).as_py() or 0
+    return found >= len(sample) and pc.count_distinct(stored).as_py() == planned
+
+
+def plan_keys(spec: Spec, writer: RunWriter) -> pa.ChunkedArray | None:
+    """The plan's cell keys in plan order, from the run directory's plan-keys file, (re)made when it is missing
+    or fails a check; None for plans over ``PLAN_KEYS_MAX_CELLS`` cells."""
+    planned = count_cells(spec)
+    if planned > PLAN_KEYS_MAX_CELLS:
+        return None
+    fingerprint = plan_fingerprint(spec, writer)
+    keys, why = read_plan_keys(writer.layout, spec.spec_hash, fingerprint, planned)
+    if keys is not None and not _sample_matches(spec, keys):
+        keys, why = None, "its keys are not the plan's (sample check)"
+    if keys is not None:
+        return keys
+    if why != "missing" and writer.manifest is not None:  # visible after the session: the file was not trusted
+        writer.manifest["sessions"][-1]["plan_keys_rebuilt"] = why
+    keys = pa.chunked_array([strings(list(chunk)) for chunk in _batched(iter_keys(spec), _CHUNK)], type=pa.string())
+    write_plan_keys(writer, spec.spec_hash, fingerprint, keys)
+    return keys
+
+
+def plan_fingerprint(spec: Spec, writer: RunWriter) -> str:
+    """16 hex digits over what the keys depend on besides the spec: key scheme, this session's versions, and
+    the bytes of the templates, instruments and key-defining sources the spec's languages use."""
+    from runner.survey.instrument import instrument_dir
+    from runner.survey.prompts import prompts_dir
+
+    session = ((writer.manifest or {}).get("sessions") or [{}])[-1]
+    languages = sorted({lang for e in spec.endpoints for lang in spec.design_for(e).languages})
+    package = Path(__file__).resolve().parent.parent
+    files = [package / s for s in _KEY_SOURCES]
+    files += [d / f"{lang}.json" for lang in languages for d in (prompts_dir(), instrument_dir())]
+    digest = hashlib.sha256(json.dumps([KEY_SCHEME, session.get("versions")], sort_keys=True).encode())
+    for path in files:  # a file not there (a build without sources) counts as absent, never as an error
+        digest.update(hashlib.sha256(path.read_bytes() if path.is_file() else b"").digest())
+    return digest.hexdigest()[:16]
+
+
+def _sample_matches(spec: Spec, keys: pa.ChunkedArray) -> bool:
+    """Whether the first ``PLAN_SAMPLE`` and the last cell of every endpoint have the keys ``keys`` gives them."""
+    start = 0
+    for e in spec.endpoints:
+        n = endpoint_cell_count(spec, e)
+        picks = sorted({*range(min(n, PLAN_SAMPLE)), *([n - 1] if n else [])})
+        filed = keys.take(_indices(np.array(picks, dtype=np.int64) + start)).to_pylist()
+        if [c.key for c in cells_at(spec, e, picks)] != filed:
+            return False
+        start += n
+    return True
+
+
+def _remaining_by_keys(
+    spec: Spec,
+    writer: RunWriter,
+    keys: pa.ChunkedArray,
+    done_col: pa.ChunkedArray,
+    failed_col: pa.ChunkedArray,
+    stats: RunStats,
+    selection: Selection,
+) -> Work:
+    """The remaining cells from the plan's ``keys``: stored ones masked out in Arrow, the rest made by position."""
+    done = _mask(pc.is_in(keys, value_set=done_col))
+    failed = _mask(pc.is_in(keys, value_set=failed_col)) & ~done if len(failed_col) else np.zeros(len(keys), dtype=bool)
+    outcome = done | failed
+    starts = dict(
+        zip(
+            (e.name for e in spec.endpoints),
+            itertools.accumulate((endpoint_cell_count(spec, e) for e in spec.endpoints), initial=0),
+            strict=False,
+        )
+    )
+    where = writer.layout.plan_keys(spec.spec_hash)
+    work: Work = []
+    for e in selection.endpoints:
+        start, quota = starts[e.name], selection.quota(e)
+        left = np.flatnonzero(~outcome[start : start + quota])
+        stats.already_stored += quota - len(left)
+        stats.failed_before += int(np.count_nonzero(failed[start : start + quota]))
+        work.append((e, _checked_cells(spec, e, left, keys.slice(start, quota), where)))
+    return work
+
+
+def _checked_cells(
+    spec: Spec, endpoint: EndpointConfig, ordinals: np.ndarray, keys: pa.ChunkedArray, where: Path
+) -> Iterator[PlannedCell]:
+    """``endpoint``'s cells at ``ordinals``, each one's key compared with the file's (``RunDirError`` if one
+    differs: the file is not this plan's, whatever its checks said). Lazy, one chunk of keys at a time."""
+    for i in range(0, len(ordinals), _CHUNK):
+        chunk = ordinals[i : i + _CHUNK]
+        filed = keys.take(_indices(chunk)).to_pylist()
+        for cell, key in zip(cells_at(spec, endpoint, chunk.tolist()), filed, strict=True):
+            if cell.key != key:
+                raise RunDirError(
+                    f"{where}: the key of {endpoint.name!r} cell {cell.key} differs from the file's {key}; "
+                    "delete the file and rerun (it is rebuilt from the spec)"
+                )
+            yield cell
+
+
+def _remaining_by_walk(
+    spec: Spec, done_col: pa.ChunkedArray, failed_col: pa.ChunkedArray, stats: RunStats, selection: Selection
+) -> Work:
+    """The remaining cells by making every selected cell and filtering by set membership (counted as walked)."""
+    done = set(done_col.to_pylist())
+    failed = set(failed_col.to_pylist()) - done
+    return [(e, _unstored(selection.iter_cells(spec, e), done, failed, stats)) for e in selection.endpoints]
+
+
+def _unstored(cells: Iterable[PlannedCell], done: set[str], failed: set[str], stats: RunStats) -> Iterator[PlannedCell]:
+    """The cells without an outcome yet; counts the skipped ones (and, of those, the earlier failures)."""
+    for cell in cells:
+        if cell.key in done:
+            stats.already_stored += 1
+        elif cell.key in failed:
+            stats.already_stored += 1
+            stats.failed_before += 1
+        else:
+            yield cell
+
+
+def _mask(flags: pa.ChunkedArray) -> np.ndarray:
+    """A boolean Arrow result without nulls as a numpy bool array, from its bitmaps (``to_numpy`` imports pandas)."""
+    parts = []
+    for c in flags.chunks:
+        assert c.null_count == 0, "a stored or planned key is null"
+        if len(c):
+            bits = np.unpackbits(np.frombuffer(c.buffers()[1], np.uint8), bitorder="little")
+            parts.append(bits[c.offset : c.offset + len(c)].view(bool))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
+
+
+def _indices(values: np.ndarray) -> pa.Array:
+    """An int64 numpy array as an Arrow array, from its buffer (``pa.array`` of numpy imports pandas)."""
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+
+
+def _batched(items: Iterable[str], n: int) -> Iterator[tuple[str, ...]]:
+    """``items`` in tuples of ``n`` (the last shorter): ``itertools.batched`` of Python 3.12."""
+    it = iter(items)
+    while chunk := tuple(itertools.islice(it, n)):
+        yield chunk
+
+
+def strings(values: list[str]) -> pa.Array:
+    """``values`` as an Arrow string array, built from buffers: ``pa.array`` of a list imports pandas (~0.3 s)."""
+    data = [v.encode() for v in values]
+    offsets = array.array("i", itertools.accumulate(map(len, data), initial=0))  # int32, as Arrow's offsets
+    return pa.StringArray.from_buffers(len(data), pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(data)))
