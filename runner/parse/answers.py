@@ -13,10 +13,11 @@ from typing import Any
 import pyarrow as pa
 
 from runner.parse import PARSER_VERSION, Answer, ParseResult, parse_reply
+from runner.parse.blocks import blocked_result, is_provider_block
 from runner.rundir.schema import AnswerRow, table
 from runner.survey.cell import Framing, PromptCell
 
-__all__ = ["CELL_COLUMNS", "CURRENT", "Parser", "answers_table"]
+__all__ = ["CELL_COLUMNS", "CURRENT", "PARSE_COLUMNS", "Parser", "answers_table"]
 
 # The response columns a parse needs, in this order: the key, the reply, the cell's factors.
 CELL_COLUMNS = (
@@ -32,6 +33,9 @@ CELL_COLUMNS = (
     "option_order",
     "reply_format",
 )
+# What else the parse stage reads: the stored finish reason, where a provider-side block shows (a refusal
+# whatever the text: runner.parse.blocks). Parts without the column parse from text alone.
+PARSE_COLUMNS = (*CELL_COLUMNS, "finish_reason")
 VERSION_KEY = "hofcat.parser_version"  # answers parts carry their parser's version in the schema metadata
 
 
@@ -60,22 +64,31 @@ def _prompt_cell(factors: tuple[Any, ...]) -> PromptCell:
 
 
 def answers_table(responses: pa.Table, parser: Parser = CURRENT) -> pa.Table:
-    """Answers (``AnswerRow`` schema, parser version in the metadata) of every response row, in row order."""
+    """Answers (``AnswerRow`` schema, parser version in the metadata) of every response row, in row order.
+
+    A row whose ``finish_reason`` (when the table has one) is a provider-side block is a ``refusal`` for each
+    of its questions, whatever its text (``runner.parse.blocks``)."""
     columns = responses.select(list(CELL_COLUMNS)).to_pydict()
+    has_finish = "finish_reason" in responses.column_names
+    finishes = responses.column("finish_reason").to_pylist() if has_finish else [None] * responses.num_rows
     # Few distinct prompts, and many identical short replies to each: build each cell and parse each
     # (reply, cell) once per table, keyed by the flat factor tuple (cheaper to hash than the cell).
     cells: dict[tuple[Any, ...], PromptCell] = {}
     parsed: dict[tuple[str, tuple[Any, ...]], tuple[Answer, ...]] = {}
     rows: list[AnswerRow] = []
-    for key, text, *factors in zip(*columns.values(), strict=True):
+    for finish, key, text, *factors in zip(finishes, *columns.values(), strict=True):
         factors[2], factors[7] = tuple(factors[2]), tuple(factors[7])  # questions, option_order
         factor_key, text = tuple(factors), text or ""
-        answers = parsed.get((text, factor_key))
+        blocked = finish is not None and is_provider_block(finish)
+        answers = None if blocked else parsed.get((text, factor_key))
         if answers is None:
             prompt = cells.get(factor_key)
             if prompt is None:
                 prompt = cells[factor_key] = _prompt_cell(factor_key)
-            answers = parsed[text, factor_key] = parser.parse(text, prompt).answers
+            if blocked:
+                answers = blocked_result(prompt).answers
+            else:
+                answers = parsed[text, factor_key] = parser.parse(text, prompt).answers
         rows.extend(
             AnswerRow(
                 cell_key=key,

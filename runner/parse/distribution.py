@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from runner.parse.blocks import is_provider_block
 from runner.parse.normalize import bare
 from runner.parse.policy import DEFAULT_POLICY, Policy, scored_option
 from runner.survey.cell import CANONICAL_ORDER, position_marks
@@ -116,16 +117,20 @@ def with_distributions(answers: pa.Table, responses: pa.Table, min_mass: float =
     chosen = responses.filter(is_dist)
     constraints = chosen.column("constraint").to_pylist() if "constraint" in names else [None] * chosen.num_rows
     labelling = chosen.column("option_labels").to_pylist() if "option_labels" in names else [None] * chosen.num_rows
+    finishes = chosen.column("finish_reason").to_pylist() if "finish_reason" in names else [None] * chosen.num_rows
     found: dict[str, tuple[tuple[float, ...] | None, float, bool]] = {}
-    for key, top, order, constraint, labels in zip(
+    for key, top, order, constraint, labels, finish in zip(
         chosen.column("cell_key").to_pylist(),
         chosen.column("top_logprobs").to_pylist(),
         chosen.column("option_order").to_pylist(),
         constraints,
         labelling,
+        finishes,
         strict=True,
     ):
         if top is None:  # the server did not return them: the cell stays a parsed sample
+            continue
+        if is_provider_block(finish):  # the provider refused: a refusal, whatever the first token's odds
             continue
         marks = position_marks(labels or "digits") or DIGIT_LABELS
         probs, mass = option_distribution([(t["token"], t["logprob"]) for t in top], order, marks)

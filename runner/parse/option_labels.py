@@ -37,9 +37,10 @@ def with_letters(answers: pa.Table, responses: pa.Table) -> pa.Table:
     if chosen.num_rows == 0:
         return answers
     found = {}
+    finish = ["finish_reason"] if "finish_reason" in chosen.column_names else []  # a block stays a refusal
     for row in chosen.select(
         ["cell_key", "response_text", "language", "mode", "questions", "framing", "country", "age", "gender"]
-        + ["option_order", "reply_format"]
+        + ["option_order", "reply_format", *finish]
     ).to_pylist():
         cell = PromptCell(
             row["language"],
@@ -49,7 +50,8 @@ def with_letters(answers: pa.Table, responses: pa.Table) -> pa.Table:
             tuple(row["option_order"]),
             row["reply_format"],
         )
-        for answer in parse_reply(letters_as_positions(row["response_text"] or ""), cell).answers:
+        text = letters_as_positions(row["response_text"] or "")
+        for answer in parse_reply(text, cell, row.get("finish_reason")).answers:
             found[(row["cell_key"], answer.question)] = answer
     columns = {name: answers.column(name).to_pylist() for name in ("status", "option_id", "hedged", "displayed")}
     keys = zip(answers.column("cell_key").to_pylist(), answers.column("question").to_pylist(), strict=True)

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Literal
 
 from runner.errors import PolicyError
-from runner.parse.result import Answer, ParseResult
+from runner.parse.result import EXTRACTED, Answer, ParseResult
 from runner.survey.instrument import HEALTH_QUESTIONS
 
 if TYPE_CHECKING:  # polars is imported when a policy is applied, not when the parser is
@@ -63,7 +63,7 @@ def scored_option(
 
     neutral = pl.lit(NEUTRAL, dtype=pl.Int64)
     fallback = neutral if policy.unparseable == "neutral" else pl.lit(None, dtype=pl.Int64)
-    usable = (pl.col(status) == "ok") & pl.col(option).is_not_null()
+    usable = pl.col(status).is_in(("ok", EXTRACTED)) & pl.col(option).is_not_null()  # extracted: only when asked
     expr = pl.when(usable).then(pl.col(option).cast(pl.Int64)).otherwise(fallback)
     if policy.health_items == "neutral":
         expr = pl.when(pl.col(question).is_in(HEALTH_QUESTIONS)).then(neutral).otherwise(expr)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from runner.parse.answers import CELL_COLUMNS, CURRENT, Parser, answers_table
+from runner.parse.answers import CELL_COLUMNS, CURRENT, PARSE_COLUMNS, Parser, answers_table
 from runner.parse.distribution import DISTRIBUTION_COLUMNS, with_distributions
 from runner.parse.option_labels import with_letters
 from runner.rundir.reader import answers_parser_version, part_columns, part_pairs, read_part
@@ -29,7 +29,7 @@ def parse_part(writer: RunWriter, n: str, responses: pa.Table | None = None, par
     if responses is None:
         path = writer.layout.part("responses", n)
         have = part_columns(path)  # parts stored before the distribution measurement lack its columns
-        extra = [c for c in DISTRIBUTION_COLUMNS if c in have]
+        extra = [c for c in (*PARSE_COLUMNS[len(CELL_COLUMNS) :], *DISTRIBUTION_COLUMNS) if c in have]
         responses = read_part(path, [*CELL_COLUMNS, *extra], "cell_key")
     answers = with_letters(answers_table(responses, parser), responses)  # letter-labelled prompts
     writer.commit("answers", n, with_distributions(answers, responses))

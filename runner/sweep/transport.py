@@ -22,6 +22,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
 from yarl import URL
@@ -61,7 +62,7 @@ _REDIRECTS = (301, 302, 303, 307, 308)
 MAX_REDIRECTS = 5
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen, never changed: see ChatRequest
 class RawReply:
     """What came back for one call: HTTP status, headers and the body's bytes."""
 
@@ -108,7 +109,7 @@ class AiohttpTransport:
 
         try:
             data = call.data if call.data is not None else json.dumps(call.body).encode()
-            url = URL(call.url)
+            url = _url(call.url)
             for _ in range(MAX_REDIRECTS + 1):
                 async with self._session.post(url, data=data, headers=call.headers, allow_redirects=False) as response:
                     if response.status in _REDIRECTS and "Location" in response.headers:
@@ -127,7 +128,9 @@ class AiohttpTransport:
         the first ``max_reply_bytes`` otherwise); an unfinished body closes its connection."""
         cap, chunks, size = self.max_reply_bytes, [], 0
         declared = response.content_length if "Content-Encoding" not in response.headers else None
-        if declared is None or declared <= cap:
+        if declared is not None and declared <= cap:  # the framing bounds the body: one read, no chunk loop
+            return await response.read()
+        if declared is None:
             async for chunk in response.content.iter_chunked(_CHUNK):
                 size += len(chunk)
                 chunks.append(chunk)
@@ -146,6 +149,12 @@ class AiohttpTransport:
     async def close(self) -> None:
         """Close the session and its connections."""
         await self._session.close()
+
+
+@lru_cache(maxsize=64)
+def _url(text: str) -> URL:
+    """``text`` parsed once per distinct URL (an endpoint posts to one or two), not once per request."""
+    return URL(text)
 
 
 def _same_origin(url: URL, response: aiohttp.ClientResponse) -> URL:
@@ -187,7 +196,7 @@ def decode(provider: Provider, raw: RawReply, secret: str | None = None) -> Repl
     if status >= 300 or status < 200:  # 3xx: a redirect the transport did not follow
         raise FatalRequestError(f"HTTP {status}: {_snippet(body, secret)}", status=status)
     try:
-        decoded = json.loads(body)
+        decoded = _json(body)
     except (ValueError, RecursionError):  # not UTF-8, not JSON, nested past the stack, a 5,000-digit number
         raise UnreadableBody(
             f"HTTP {status} with a body that is not JSON: {_snippet(body, secret)}", status=status
@@ -201,6 +210,14 @@ def decode(provider: Provider, raw: RawReply, secret: str | None = None) -> Repl
         raise UnreadableBody(
             f"HTTP {status} with an unexpected JSON shape: {_snippet(body, secret)}", status=status
         ) from None
+
+
+def _json(body: bytes) -> object:
+    """``json.loads(body)``: a body opening with ``{`` and a non-NUL byte is the UTF-8 that ``json.loads`` would
+    detect, so it is decoded as such at once (as ``json.loads`` does, surrogates passed); others go through it."""
+    if len(body) > 1 and body[0] == 0x7B and body[1]:
+        return json.loads(body.decode("utf-8", "surrogatepass"))
+    return json.loads(body)
 
 
 MARKS = ("cache_origin", "replica")  # the ``RawReply.marks`` copied onto the ``Reply`` (and so the stored row)

@@ -40,7 +40,9 @@ CONVENTIONAL_KEYS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, though never changed after it is made (derive with dataclasses.replace): one is made per request
+# and a frozen dataclass's __init__ costs ~5x (object.__setattr__ per field).
+@dataclass(slots=True)
 class ChatRequest:
     """What to send: model, chat messages (role/content dicts) and sampling parameters."""
 
@@ -57,7 +59,7 @@ class ChatRequest:
     top_logprobs: int = 0  # > 0: ask for this many next-token alternatives (runner.sweep.providers.logprobs)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HttpCall:
     """One HTTP POST: absolute URL, headers (may hold the API key: never log them) and JSON body.
 
@@ -71,7 +73,7 @@ class HttpCall:
     secret: str | None = None  # the API key the headers carry: redacted from every error text
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Reply:
     """A provider's answer: text, why generation stopped, and token usage when the server reported it."""
 
@@ -186,19 +188,26 @@ def text_reply(
     that counts thinking apart lists both). Ill-typed or impossible fields become None with a warning, added to
     ``warnings`` (the provider's own); nothing else is changed.
     """
-    if any(not isinstance(t, str) for t in texts):
+    if len(texts) == 1 and type(texts[0]) is str:  # the common reply: one text, nothing to check or join
+        joined = texts[0]
+    elif all(isinstance(t, str) for t in texts):
+        joined = "".join(texts)
+    else:
         raise shape_error(provider, body, what)
-    notes = list(warnings or ())
+    notes = list(warnings) if warnings else []
     usage = body.get(usage_key)
     usage = usage if isinstance(usage, dict) else {}
     input_tokens = token_count(usage, input_key, notes)
     before = len(notes)
-    known = [n for n in (token_count(usage, key, notes) for key in output_keys) if n is not None]
-    output_tokens = sum(known) if known and len(notes) == before else None  # a part unknown: the sum is too
+    if len(output_keys) == 1:  # one count: itself (no sum to guard)
+        output_tokens = token_count(usage, output_keys[0], notes)
+    else:
+        known = [n for n in (token_count(usage, key, notes) for key in output_keys) if n is not None]
+        output_tokens = sum(known) if known and len(notes) == before else None  # a part unknown: the sum is too
     if output_tokens is not None and output_tokens > INT64_MAX:
         notes.append(f"usage {'+'.join(output_keys)}: past 2**63, stored as null")
         output_tokens = None
-    text = encodable("".join(texts), "response_text", notes)
+    text = encodable(joined, "response_text", notes)
     finish = finish_reason_of(finish_reason, notes)
     served = label_of(body, ("model", "modelVersion"), notes)
     fingerprint = label_of(body, ("system_fingerprint",), notes)

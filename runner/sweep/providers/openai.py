@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from runner.survey.constrained import constrained_request_fields
@@ -42,11 +43,13 @@ class OpenAIProvider:
             body.update(openai_request_fields(request.top_logprobs))
         data = None
         if request.messages_json is not None:  # splice the prompt's JSON, rendered once per prompt
-            tail = {k: v for k, v in body.items() if k not in ("model", "messages")}
-            data = (
-                f'{{"model":{json.dumps(request.model)},"messages":{request.messages_json},'
-                f"{json.dumps(tail, separators=(',', ':'))[1:]}"
-            ).encode()
+            if request.constraint == "none" and not request.top_logprobs:  # the common body: its tail cached
+                tail = _sampling_json(
+                    self.max_tokens_field, request.temperature, request.top_p, request.max_tokens, request.seed
+                )
+            else:
+                tail = _json_tail({k: v for k, v in body.items() if k not in ("model", "messages")})
+            data = f'{{"model":{_json_string(request.model)},"messages":{request.messages_json},{tail}'.encode()
         return HttpCall(f"{base_url}/chat/completions", headers, body, data, secret=api_key)
 
     def reply(self, body: Any) -> Reply:
@@ -77,6 +80,27 @@ class OpenAIProvider:
         if isinstance(choice, dict) and choice.get("logprobs"):
             reply = dataclasses.replace(reply, top_logprobs=openai_top_logprobs(choice))
         return reply
+
+
+def _json_tail(fields: dict[str, Any]) -> str:
+    """``fields`` as compact JSON without its opening brace: the rest of a body after model and messages."""
+    return json.dumps(fields, separators=(",", ":"))[1:]
+
+
+@lru_cache(maxsize=4096, typed=True)  # typed: 1 and 1.0 serialize differently
+def _sampling_json(max_tokens_field: str, temperature: float, top_p: float, max_tokens: int, seed: int | None) -> str:
+    """The body's tail for plain sampling (the fields ``call`` puts after the messages, in its order): a
+    sweep repeats few combinations, so each is serialized once, not once per request."""
+    fields: dict[str, Any] = {"temperature": temperature, "top_p": top_p, max_tokens_field: max_tokens}
+    if seed is not None:
+        fields["seed"] = seed
+    return _json_tail(fields)
+
+
+@lru_cache(maxsize=64)
+def _json_string(text: str) -> str:
+    """``text`` as a JSON string (a model name: one per endpoint)."""
+    return json.dumps(text)
 
 
 def _content_texts(message: dict[str, Any]) -> tuple[list[Any], list[str]]:
