@@ -32,6 +32,7 @@ except importlib.metadata.PackageNotFoundError:  # running from a checkout that 
 __all__ = [
     "AnalysisOptions",
     "ExportResult",
+    "ExtractResult",
     "HofcatError",
     "InputError",
     "LLMError",
@@ -49,6 +50,8 @@ __all__ = [
     "analyze_runs",
     "export_run",
     "export_run_async",
+    "extract_answers",
+    "extract_answers_async",
     "load_spec",
     "parse_spec",
     "plan_sweep",
@@ -59,6 +62,7 @@ __all__ = [
     "run_status",
     "run_sweep",
     "run_sweep_async",
+    "run_sweep_on_ray",
 ]
 
 if TYPE_CHECKING:

@@ -30,18 +30,22 @@ from runner.errors import (
     UsageError,
 )
 from runner.export.tidy import ExportResult, export_run
+from runner.extract import stage as _extract
+from runner.extract.stage import ExtractResult
 from runner.parse.policy import Policy
 from runner.parse.stage import reparse
 from runner.report import html as _report
+from runner.sweep import cluster as _cluster
 from runner.sweep import session as _session
 from runner.sweep.accounting import plan_summary, run_status
 from runner.sweep.execute import RunResult
-from runner.sweep.spec import Spec, load_spec, parse_spec
+from runner.sweep.spec import EndpointConfig, Spec, load_spec, parse_spec
 
 # The same list as ``runner.__all__`` (tests/test_python_api.py keeps them equal).
 __all__ = [
     "AnalysisOptions",
     "ExportResult",
+    "ExtractResult",
     "HofcatError",
     "InputError",
     "LLMError",
@@ -59,6 +63,8 @@ __all__ = [
     "analyze_runs",
     "export_run",
     "export_run_async",
+    "extract_answers",
+    "extract_answers_async",
     "load_spec",
     "parse_spec",
     "plan_sweep",
@@ -69,6 +75,7 @@ __all__ = [
     "run_status",
     "run_sweep",
     "run_sweep_async",
+    "run_sweep_on_ray",
 ]
 
 
@@ -108,6 +115,25 @@ async def run_sweep_async(
     return await _session.run_sweep_async(_spec(spec), out, retry_failed=retry_failed, live=live, wait=wait)
 
 
+def run_sweep_on_ray(
+    spec: Spec | str | Path,
+    out: str | Path,
+    *,
+    address: str | None = "auto",
+    workers: int | None = None,
+    retry_failed: bool = False,
+    live: bool | None = False,
+) -> RunResult:
+    """``run_sweep`` on the Ray cluster at ``address`` (``hofcat run --ray``) in ``workers`` shards; a ``RunResult``.
+
+    Needs ``pip install 'hofcat[ray]'`` (``UsageError`` otherwise); ``out`` must be reachable at the same path from
+    every node; a later ``run_sweep`` on ``out``, with or without Ray, resumes it (docs/distributed.md).
+    """
+    return _cluster.run_sweep_on_ray(
+        _spec(spec), out, address=address, workers=workers, retry_failed=retry_failed, live=live
+    )
+
+
 def analyze_run(run_dir: str | Path, options: AnalysisOptions | None = None, **choices: Any) -> Path:
     """Analyse a run directory (``AnalysisOptions``, or its fields as keywords); the ``analysis`` folder."""
     if options is not None and choices:
@@ -133,6 +159,25 @@ async def export_run_async(run_dir: str | Path, out: str | Path | None = None, f
 async def render_report_async(run_dir: str | Path) -> Path:
     """``render_report`` in a worker thread, awaitable from a running event loop."""
     return await asyncio.to_thread(render_report, run_dir)
+
+
+def extract_answers(run_dir: str | Path, endpoint: EndpointConfig | str, **options: Any) -> ExtractResult:
+    """Ask an extractor model to restate the answers the parser found ambiguous; what was sent and stored.
+
+    ``endpoint``: the name of an endpoint of the run's spec, or an ``EndpointConfig``. ``options``: ``statuses``,
+    ``constraint``, ``retry_failed``, ``limit``, ``max_tokens`` (docs/parsing.md, "Extractor fallback"). Blocks;
+    in a running event loop use ``await extract_answers_async(...)``.
+    """
+    return _extract.extract_answers(run_dir, _extractor(run_dir, endpoint), **options)
+
+
+async def extract_answers_async(run_dir: str | Path, endpoint: EndpointConfig | str, **options: Any) -> ExtractResult:
+    """``extract_answers`` on the caller's event loop."""
+    return await _extract.extract_answers_async(run_dir, _extractor(run_dir, endpoint), **options)
+
+
+def _extractor(run_dir: str | Path, endpoint: EndpointConfig | str) -> EndpointConfig:
+    return _extract.spec_endpoint(run_dir, endpoint) if isinstance(endpoint, str) else endpoint
 
 
 def read_table(run_dir: str | Path) -> pl.DataFrame:

@@ -8,85 +8,25 @@ of one CPU each, all on 127.0.0.1, started once for the module and stopped at th
 from __future__ import annotations
 
 import itertools
-import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import stats_core
+from _ray_cluster import add_worker, local_cluster
 from stats_core import _resample, distributed
-
-RAY = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
-
-
-def _free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_node(args: list[str], log: Path) -> subprocess.Popen:
-    """``ray start --block ARGS`` in the background, returned once it printed that the node runs (≤ 120 s)."""
-    # One rayon thread per task, as docs/distributed.md tells users: Ray runs one task per CPU.
-    env = {**os.environ, "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0", "RAYON_NUM_THREADS": "1"}
-    # Each node gets its own agent ports: two nodes on one host would otherwise race for the same ones.
-    ports = ["--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--runtime-env-agent-port"]
-    ports += ["--metrics-export-port", "--node-manager-port", "--object-manager-port"]
-    for flag in ports:
-        args += [flag, str(_free_port())]
-    with log.open("w") as handle:  # the node keeps its own copy of the descriptor
-        proc = subprocess.Popen(
-            [RAY, "start", "--block", "--disable-usage-stats", *args], stdout=handle, stderr=handle, env=env
-        )
-    deadline = time.monotonic() + 120
-    while "Ray runtime started" not in log.read_text():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"ray start {' '.join(args)} did not start:\n{log.read_text()[-3000:]}")
-        time.sleep(0.25)
-    return proc
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[dict]:
     """A head and two one-CPU worker nodes on 127.0.0.1, this process connected as the driver."""
-    ray = pytest.importorskip("ray")
-    # A short temporary directory: Ray's Unix socket paths live under it and must stay under 108 bytes.
-    temp = Path(tempfile.mkdtemp(prefix="hray"))
-    port = _free_port()
-    address = f"127.0.0.1:{port}"
-    nodes = []
-    try:
-        head = ["--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=0"]
-        nodes.append(_start_node([*head, "--include-dashboard=false", f"--temp-dir={temp}"], temp / "head.log"))
-        for i in range(2):
-            worker = [f"--address={address}", "--node-ip-address=127.0.0.1", "--num-cpus=1"]
-            nodes.append(_start_node(worker, temp / f"worker{i}.log"))
-        os.environ["RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO"] = "0"
-        ray.init(address=address, include_dashboard=False, configure_logging=False, log_to_driver=False)
-        workers = {node["NodeID"] for node in ray.nodes() if node["Alive"] and node["Resources"].get("CPU", 0) > 0}
-        yield {"address": address, "workers": workers, "temp": temp, "nodes": nodes}
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        for proc in reversed(nodes):
-            proc.terminate()
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        shutil.rmtree(temp, ignore_errors=True)
+    with local_cluster(workers=2) as running:
+        yield running
 
 
 def _design(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -185,9 +125,7 @@ def test_a_node_dying_mid_permanova_changes_nothing(cluster) -> None:
     # Runs last: it adds a third worker node and kills it (every process of it, SIGKILL) while it runs a range.
     psutil = pytest.importorskip("psutil")
     ray = pytest.importorskip("ray")
-    worker = [f"--address={cluster['address']}", "--node-ip-address=127.0.0.1", "--num-cpus=1"]
-    doomed = _start_node(worker, cluster["temp"] / "doomed.log")
-    cluster["nodes"].append(doomed)
+    doomed = add_worker(cluster, "doomed")
     deadline = time.monotonic() + 60
     while ray.cluster_resources().get("CPU", 0) < 3:
         assert time.monotonic() < deadline, "the third worker node did not join"

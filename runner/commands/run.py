@@ -14,7 +14,7 @@ HELP = "Run the sweep a spec describes into RUN_DIR; the same command again resu
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """SPEC, --out, --retry-failed, --log-every, --limit, --endpoint."""
+    """SPEC, --out, --retry-failed, --log-every, --limit, --wait, --endpoint, --ray, --ray-workers."""
     parser.add_argument("spec", metavar="SPEC", help="the sweep spec (TOML)")
     parser.add_argument("--out", metavar="RUN_DIR", required=True, help="run directory (created, or resumed)")
     parser.add_argument(
@@ -50,6 +50,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="send only this endpoint's cells (repeat for several); the others stay for a later run",
     )
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the sweep on a Ray cluster: 'auto' (on a node of the cluster), HOST:PORT or ray://HOST:10001; "
+        "RUN_DIR must be reachable at the same path from every node (docs/distributed.md; pip install "
+        "'hofcat[ray]')",
+    )
+    parser.add_argument(
+        "--ray-workers",
+        metavar="N",
+        type=positive_int,
+        help="with --ray: shards of the plan, one Ray task (one CPU) each (default: the cluster's CPUs)",
+    )
 
 
 # Exit status when the sweep finished but some cells failed for good: scripts must not mistake it for a
@@ -67,10 +80,17 @@ def main(args: argparse.Namespace) -> int:
     import gc
     import sys
 
+    from runner.errors import UsageError
     from runner.sweep.plan import select
     from runner.sweep.session import run_sweep
     from runner.sweep.spec import load_spec
 
+    if args.ray_workers is not None and args.ray is None:
+        raise UsageError("--ray-workers needs --ray ADDRESS")
+    if args.ray is not None:
+        from runner.sweep.cluster import ray_module
+
+        ray_module()  # without the extra: one line saying how to install it, before the spec is read
     spec = load_spec(args.spec)
     selection = select(spec, endpoints=args.endpoint, limit=args.limit)
     warn_if_long(spec, selection, sys.stderr)
@@ -78,14 +98,27 @@ def main(args: argparse.Namespace) -> int:
     # full passes, which otherwise rescan it while the sweep allocates (~20 µs per cell measured).
     gc.collect()
     gc.freeze()
-    result = run_sweep(
-        spec,
-        args.out,
-        retry_failed=args.retry_failed,
-        log_every_s=args.log_every,
-        selection=selection,
-        wait=args.wait == "true",
-    )
+    if args.ray is not None:
+        from runner.sweep.cluster import run_sweep_on_ray
+
+        result = run_sweep_on_ray(
+            spec,
+            args.out,
+            address=args.ray,
+            workers=args.ray_workers,
+            retry_failed=args.retry_failed,
+            log_every_s=args.log_every,
+            selection=selection,
+        )
+    else:
+        result = run_sweep(
+            spec,
+            args.out,
+            retry_failed=args.retry_failed,
+            log_every_s=args.log_every,
+            selection=selection,
+            wait=args.wait == "true",
+        )
     if result.pending_batches and not result.interrupted:
         print(
             f"hofcat run: {result.pending_batches} batch(es) submitted and still at the provider; run the same "

@@ -42,7 +42,7 @@ from runner.errors import FatalRequestError, Interrupted, RateLimited, RequestEr
 from runner.rundir import Batch, Committed, RunWriter, store_error
 from runner.rundir.admissions import AdmissionLog
 from runner.survey.cell import PromptCell
-from runner.sweep.limits import TOKEN_COUNTING, AdaptiveConcurrency, RateLimiter
+from runner.sweep.limits import AdaptiveConcurrency, RateLimiter
 from runner.sweep.outcome import Outcome, now_us, response_row
 from runner.sweep.plan import PlannedCell, input_estimate
 from runner.sweep.progress import EndpointStats, Progress, RunStats
@@ -148,8 +148,12 @@ class Executor:
         handle_signals: bool = True,
         wait: Callable[[float], Awaitable[None]] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        limiters: Callable[[EndpointConfig], RateLimiter] | None = None,
     ) -> None:
         self.writer = writer
+        # Each endpoint's rate limiter from elsewhere (a cluster-wide one: runner.sweep.cluster), which then keeps
+        # the admissions journal itself; None: a local limiter per endpoint, journaled in the run directory.
+        self._limiters = limiters
         self.commit_batch = commit_batch or writer.commit_batch
         self._flush_due = asyncio.Event()  # set when the buffer holds a batch: flush now, not at the interval
         self._flush_lock = asyncio.Lock()  # one flush at a time
@@ -193,7 +197,7 @@ class Executor:
         flusher = loop.create_task(self._flush_periodically())
         self.progress.start()
         endpoints = self._endpoints
-        self._admissions = AdmissionLog.open(self.writer)
+        self._admissions = AdmissionLog.open(self.writer) if self._limiters is None else None
         try:
             producers = []
             for config, cells in work:
@@ -210,9 +214,10 @@ class Executor:
             for endpoint in endpoints:
                 await endpoint.transport.close()
                 self._settle_fatal_streak(endpoint)
-            self._admissions.close()
-            if self._admissions.error is not None:
-                self.progress.note(self._admissions.error)
+            if self._admissions is not None:
+                self._admissions.close()
+                if self._admissions.error is not None:
+                    self.progress.note(self._admissions.error)
             await self.progress.stop()
         if self._bug is not None:
             raise self._bug
@@ -231,18 +236,11 @@ class Executor:
                 f"{', '.join(sorted(provider.unsupported))}; requests are sent without it"
             )
         rpw = config.requests_per_minute
-        limiter = RateLimiter(
-            rpw,
-            config.tokens_per_minute,
-            window_s=config.rate_window_s,
-            burst=config.burst,
-            clock=self._clock,
-            token_counting=TOKEN_COUNTING.get(config.provider, "reserved"),
+        limiter = (  # a cluster-wide limiter journals itself; a local one honours what earlier sessions sent
+            self._limiters(config)
+            if self._limiters is not None
+            else RateLimiter.of(config, clock=self._clock, admissions=self._admissions)
         )
-        if not limiter.unlimited:  # honour what earlier sessions sent in the last window, record this one's
-            journal = self._admissions.endpoint(config.name, limiter.keep_s, time.time() - self._clock())
-            limiter.restore(journal.restored())
-            limiter.journal = journal
         gate = AdaptiveConcurrency(config.max_concurrency, clock=self._clock)
         stats = self.stats.endpoints.setdefault(config.name, EndpointStats(config.name, rpw, config.max_concurrency))
         stats.in_flight = lambda: gate.in_flight

@@ -39,7 +39,10 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from runner.sweep.spec import EndpointConfig
 
 GUARD_S = 0.001  # clock granularity guard added to every window
 POLL_S = 0.01  # when only requests in flight could make room: look again after this long
@@ -113,6 +116,22 @@ class Journal(Protocol):
         ...
 
 
+class RestoringJournal(Journal, Protocol):
+    """A journal that also gives back the admissions of earlier sessions still inside a window."""
+
+    def restored(self) -> list[tuple[float, float, float, float]]:
+        """Earlier sessions' admissions still counting: (admitted, finished, charged, settled), limiter clock."""
+        ...
+
+
+class Admissions(Protocol):
+    """The run's admissions log (``runner.rundir.admissions.AdmissionLog``), as a limiter opens its journal."""
+
+    def endpoint(self, name: str, keep_s: float, clock_offset_s: float) -> RestoringJournal:
+        """Endpoint ``name``'s journal; ``clock_offset_s`` = Unix time minus the limiter's clock."""
+        ...
+
+
 @dataclass(slots=True)
 class Ticket:
     """An admitted request's charges, returned to ``RateLimiter.release`` when it finishes."""
@@ -149,6 +168,33 @@ class RateLimiter:
         self.clock = clock
         self.unlimited = self.requests is None and self.burst is None and self.tokens is None
         self._lock = asyncio.Lock()  # first come, first served: one waiter at the head of the line
+
+    @classmethod
+    def of(
+        cls,
+        endpoint: EndpointConfig,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        admissions: Admissions | None = None,
+    ) -> RateLimiter:
+        """``endpoint``'s limits (per window, burst, its provider's token counting); with ``admissions`` (the run's
+        ``runner.rundir.admissions.AdmissionLog``) it honours what earlier sessions admitted and journals its own."""
+        limiter = cls(
+            endpoint.requests_per_minute,
+            endpoint.tokens_per_minute,
+            window_s=endpoint.rate_window_s,
+            burst=endpoint.burst,
+            clock=clock,
+            token_counting=TOKEN_COUNTING.get(endpoint.provider, "reserved"),
+        )
+        if admissions is not None and not limiter.unlimited:
+            limiter.attach(admissions.endpoint(endpoint.name, limiter.keep_s, time.time() - clock()))
+        return limiter
+
+    def attach(self, journal: RestoringJournal) -> None:
+        """Seed the windows with what ``journal`` restored from earlier sessions; record every admission to it."""
+        self.restore(journal.restored())
+        self.journal = journal
 
     @property
     def keep_s(self) -> float:

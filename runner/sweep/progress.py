@@ -131,7 +131,7 @@ class Progress:
 
     def start(self) -> None:
         """Begin displaying, from the running event loop."""
-        self._task = asyncio.get_running_loop().create_task(self._live() if self.live else self._log())
+        self._task = asyncio.get_running_loop().create_task(self._periodic())
 
     async def stop(self) -> None:
         """Stop displaying and print the final summary line."""
@@ -141,6 +141,14 @@ class Progress:
                 await self._task
             except asyncio.CancelledError:
                 pass
+        await self._finish()
+
+    async def _periodic(self) -> None:
+        """What runs until ``stop``: the live panel or the periodic log line."""
+        await (self._live() if self.live else self._log())
+
+    async def _finish(self) -> None:
+        """What ``stop`` does last: the final summary line."""
         print(f"hofcat: {self.stats.line()}", file=self.stream, flush=True)
 
     async def _log(self) -> None:

@@ -13,25 +13,20 @@ describes the endpoint the run started against, and re-probing would silently re
 
 from __future__ import annotations
 
-import array
 import asyncio
 import dataclasses
 import functools
-import itertools
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TextIO
-
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from runner.errors import ProbeError, RunDirError, UsageError
 from runner.parse.answers import CURRENT
 from runner.parse.stage import parse_part, update_answers
-from runner.rundir import FORMAT, Batch, Committed, RunWriter, store_error, stored_key_columns, versions
+from runner.rundir import FORMAT, Batch, Committed, RunWriter, store_error, versions
 from runner.sweep.batch_run import BatchRunner
 from runner.sweep.cache import CachingFactory, ResponseCache, cache_dir
 from runner.sweep.execute import Executor, RunResult, api_key_for, unsupported_parameters
@@ -40,13 +35,13 @@ from runner.sweep.plan import (
     Selection,
     count_cells,
     factor_counts,
-    iter_cells,
     measurement_fallback,
     select,
     validate_plan,
 )
-from runner.sweep.probe import DeterminismProbe, probe_determinism
+from runner.sweep.probe import DeterminismProbe, probe_endpoint
 from runner.sweep.progress import Progress, RunStats
+from runner.sweep.remaining import remaining_work
 from runner.sweep.replicas import ReplicaFactory, executor_view, replica_probe_summary
 from runner.sweep.retry import RetryPolicy
 from runner.sweep.spec import EndpointConfig, Spec
@@ -158,78 +153,35 @@ async def run_sweep_async(
     """``run_sweep`` as a coroutine, on the caller's event loop; installs no signal handlers unless asked.
 
     ``wait=False``: batch endpoints submit their batches and return; a later session collects them."""
-    validate_plan(spec)
-    selection = selection or select(spec)
-    for endpoint in selection.endpoints:
-        api_key_for(endpoint, spec.source)  # fail before touching the directory when a key is missing
+    selection, response_cache = prepare(spec, selection)
     stream = stream or sys.stderr
-    cache_root = cache_dir(spec)  # [run] cache or HOFCAT_CACHE
-    response_cache = None if cache_root is None else ResponseCache(cache_root)  # fails before the directory opens
     writer = RunWriter.open_run(out, build_manifest(spec), batch_rows=spec.run.batch_rows)
-    sweep_transports = _sweep_transports(spec, writer, transport_factory, response_cache)
     stats = RunStats(total=selection.cells)
     stats.planned = {e.name: selection.quota(e) for e in selection.endpoints}
     progress = Progress(stats, stream=stream, live=live, log_every_s=log_every_s)
-
-    def commit_batch(batch: Batch) -> Committed:
-        """Commit a batch and parse its responses part (run in the executor's flush thread)."""
-        committed = writer.commit_batch(batch)
-        if committed.responses is not None:  # the part just written, handed on without reading it back
-            parse_part(writer, committed.part, committed.responses)
-        return committed
-
-    executor = Executor(
+    sweep = CellSweep(
+        spec,
         writer,
         stats,
         progress,
-        flush_interval_s=spec.run.flush_interval_s,
-        rng_seed=spec.run.seed,
-        commit_batch=commit_batch,
-        transport_factory=sweep_transports[-1],  # replicas, then the response cache over them
+        transport_factory=transport_factory,
+        response_cache=response_cache,
         handle_signals=handle_signals,
     )
     interrupted = True
     failure: BaseException | None = None
-    batch_outcomes: dict[str, Any] = {}
     try:
         update_answers(writer)  # responses a crash left without their answers part
-        if spec.run.determinism_probe:
-            await _probe_endpoints(
-                dataclasses.replace(spec, endpoints=selection.endpoints), writer, stream, transport_factory
-            )
-        work = _remaining_work(spec, writer, stats, retry_failed, selection)
-        batched = _batch_runners(spec, writer, stats, progress, commit_batch, work)
-        try:  # batches first (submitting is quick), the online sweep, then polling the batches to the end
-            for runner, cells in batched:
-                await runner.submit(cells)
-            interrupted = await executor.run([(executor_view(e), c) for e, c in work if e.execution != "batch"])
-            for runner, _ in batched:
-                batch_outcomes[runner.endpoint.name] = outcome = await runner.finish(wait=wait)
-                interrupted = interrupted or (wait and outcome.open > 0)
-        finally:
-            for runner, _ in batched:
-                await runner.close()
+        await probe_endpoints(spec, selection, writer, stream, transport_factory)
+        work = remaining_work(spec, writer, stats, retry_failed, selection)
+        interrupted = await sweep.run(work, wait=wait)
     except BaseException as exc:
         failure = exc
         raise
     finally:
-        last = _commit_rest(writer, commit_batch)
-        error = failure if isinstance(failure, RunDirError) else last
-        record = {
-            "outcome": "store_error" if error else "interrupted" if interrupted else "complete",
-            "stored": stats.done,
-            "failed": stats.failed,
-            "already_stored": stats.already_stored,
-            "failed_before": stats.failed_before,
-            "retry_failed": retry_failed,
-            "capped_retry_waits": stats.capped_waits,
-            "stopped_endpoints": dict(stats.stopped_endpoints),
-        }
-        if batch_outcomes:
-            record["batches"] = {name: dataclasses.asdict(o) for name, o in batch_outcomes.items()}
-        record.update(_transport_record(sweep_transports))
+        record, error, last = sweep.end(interrupted, failure, retry_failed)
         if error is None and stats.done:  # a session that stored nothing changed no spending: no O(run) read
-            record["token_bounds"] = _token_bounds(spec, writer, progress)
+            record["token_bounds"] = token_bounds(spec, writer, progress)
         writer.close({**record, "error": str(error)} if error else record)
         if last is not None and failure is None:
             raise last
@@ -241,11 +193,112 @@ async def run_sweep_async(
         {e.name: unsupported_parameters(e) for e in spec.endpoints},
         stats.failed_before,
         dict(stats.stopped_endpoints),
-        sum(o.open for o in batch_outcomes.values()),
+        sum(o.open for o in sweep.batch_outcomes.values()),
     )
 
 
-def _token_bounds(spec: Spec, writer: RunWriter, progress: Progress) -> dict[str, dict[str, Any]]:
+def prepare(spec: Spec, selection: Selection | None) -> tuple[Selection, ResponseCache | None]:
+    """Checks before a session touches its directory: the plan, the selected endpoints' keys, the response
+    cache; returns the selection (the whole plan when None) and the cache (None without one)."""
+    validate_plan(spec)
+    selection = selection or select(spec)
+    for endpoint in selection.endpoints:
+        api_key_for(endpoint, spec.source)  # fail before touching the directory when a key is missing
+    cache_root = cache_dir(spec)  # [run] cache or HOFCAT_CACHE
+    return selection, None if cache_root is None else ResponseCache(cache_root)
+
+
+class CellSweep:
+    """Runs cells into an open run directory: transports, the executor, commits and the parse of each part.
+
+    What a session (``run_sweep_async``) and a Ray shard (``runner.sweep.cluster``) share: build it on a writer,
+    ``run`` the work, then ``end`` (always) commits what is left and gives the session record's entries.
+    ``limiters`` (the executor's) replaces the local rate limiters, e.g. by a cluster-wide one.
+    """
+
+    def __init__(
+        self,
+        spec: Spec,
+        writer: RunWriter,
+        stats: RunStats,
+        progress: Progress,
+        *,
+        transport_factory: TransportFactory = aiohttp_transport,
+        response_cache: ResponseCache | None = None,
+        handle_signals: bool = False,
+        limiters: Callable[[EndpointConfig], Any] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.writer = writer
+        self.stats = stats
+        self.progress = progress
+        self.transports = _sweep_transports(spec, writer, transport_factory, response_cache)
+        self.executor = Executor(
+            writer,
+            stats,
+            progress,
+            flush_interval_s=spec.run.flush_interval_s,
+            rng_seed=spec.run.seed,
+            commit_batch=self.commit_batch,
+            transport_factory=self.transports[-1],  # replicas, then the response cache over them
+            handle_signals=handle_signals,
+            limiters=limiters,
+        )
+        self.batch_outcomes: dict[str, Any] = {}
+
+    def commit_batch(self, batch: Batch) -> Committed:
+        """Commit a batch and parse its responses part (run in the executor's flush thread)."""
+        committed = self.writer.commit_batch(batch)
+        if committed.responses is not None:  # the part just written, handed on without reading it back
+            parse_part(self.writer, committed.part, committed.responses)
+        return committed
+
+    async def run(
+        self,
+        work: list[tuple[EndpointConfig, Iterable[PlannedCell]]],
+        *,
+        wait: bool = True,
+        view: Callable[[EndpointConfig], EndpointConfig] = executor_view,
+    ) -> bool:
+        """Run each endpoint's unstored cells (``view``: the endpoint as the executor limits it); True if stopped."""
+        batched = _batch_runners(self.spec, self.writer, self.stats, self.progress, self.commit_batch, work)
+        try:  # batches first (submitting is quick), the online sweep, then polling the batches to the end
+            for runner, cells in batched:
+                await runner.submit(cells)
+            interrupted = await self.executor.run([(view(e), c) for e, c in work if e.execution != "batch"])
+            for runner, _ in batched:
+                self.batch_outcomes[runner.endpoint.name] = outcome = await runner.finish(wait=wait)
+                interrupted = interrupted or (wait and outcome.open > 0)
+        finally:
+            for runner, _ in batched:
+                await runner.close()
+        return interrupted
+
+    def end(
+        self, interrupted: bool, failure: BaseException | None, retry_failed: bool
+    ) -> tuple[dict[str, Any], RunDirError | None, RunDirError | None]:
+        """Commit what the writer still holds; the session record, the error it records (None: none), and the
+        last commit's own error (to raise when nothing else failed)."""
+        last = _commit_rest(self.writer, self.commit_batch)
+        error = failure if isinstance(failure, RunDirError) else last
+        stats = self.stats
+        record = {
+            "outcome": "store_error" if error else "interrupted" if interrupted else "complete",
+            "stored": stats.done,
+            "failed": stats.failed,
+            "already_stored": stats.already_stored,
+            "failed_before": stats.failed_before,
+            "retry_failed": retry_failed,
+            "capped_retry_waits": stats.capped_waits,
+            "stopped_endpoints": dict(stats.stopped_endpoints),
+        }
+        if self.batch_outcomes:
+            record["batches"] = {name: dataclasses.asdict(o) for name, o in self.batch_outcomes.items()}
+        record.update(_transport_record(self.transports))
+        return record, error, last
+
+
+def token_bounds(spec: Spec, writer: RunWriter, progress: Progress) -> dict[str, dict[str, Any]]:
     """Per endpoint: the input tokens its stored replies report against the plan's bound, and whether it held.
 
     The plan promises the bound (``runner.sweep.plan.input_bound``); a reply past it (a tokenizer the bound does
@@ -344,10 +397,14 @@ def _transport_record(factories: tuple[ReplicaFactory] | tuple[ReplicaFactory, C
     return out
 
 
-async def _probe_endpoints(spec: Spec, writer: RunWriter, stream: TextIO, transport_factory: TransportFactory) -> None:
-    """Probe each OpenAI-compatible endpoint not yet probed in this run (each replica of one with ``base_urls``);
-    record results (or errors) in the manifest."""
-    for endpoint in spec.endpoints:
+async def probe_endpoints(
+    spec: Spec, selection: Selection, writer: RunWriter, stream: TextIO, transport_factory: TransportFactory
+) -> None:
+    """With ``run.determinism_probe``: probe each selected OpenAI-compatible endpoint not yet probed in this run
+    (each replica of one with ``base_urls``); record results (or errors) in the manifest."""
+    if not spec.run.determinism_probe:
+        return
+    for endpoint in selection.endpoints:
         if endpoint.provider != "openai" or writer.probe_result(endpoint.name) is not None:
             continue
         if endpoint.base_urls:
@@ -383,76 +440,7 @@ async def _probe(endpoint: EndpointConfig, transport_factory: TransportFactory) 
     """The small determinism probe of one endpoint, over a transport of its own."""
     transport = transport_factory(endpoint)
     try:
-        return await probe_determinism(
-            endpoint.base_url,
-            endpoint.model,
-            repeats=PROBE_REPEATS,
-            max_tokens=PROBE_MAX_TOKENS,
-            api_key_env=endpoint.api_key_env,
-            transport=transport,
-        )
+        # built as the sweep builds its requests: max-tokens field, extra headers and body, the key lookup
+        return await probe_endpoint(endpoint, transport, repeats=PROBE_REPEATS, max_tokens=PROBE_MAX_TOKENS)
     finally:
         await transport.close()
-
-
-PLAN_SAMPLE = 64  # first cells per endpoint whose keys must be stored before a covered plan is trusted
-
-
-def _remaining_work(
-    spec: Spec, writer: RunWriter, stats: RunStats, retry_failed: bool, selection: Selection
-) -> list[tuple[EndpointConfig, Iterable[PlannedCell]]]:
-    """Each selected endpoint's selected cells still without an outcome (lazy), the skipped ones counted in ``stats``.
-
-    When the stored outcomes already cover the whole plan, nothing is left and the plan is not walked: the
-    stored key columns are counted in Arrow, so a finished run of 10^6 cells resumes without deriving a key
-    per stored cell. Covered means: as many distinct stored keys (responses, plus failures unless
-    ``retry_failed``) as the plan has cells; every session of the directory ran the same versions as this one
-    (the spec hash is already the same, so the plan is); and the first ``PLAN_SAMPLE`` planned keys of every
-    endpoint are among them. Otherwise the plan is walked and filtered by set membership.
-    """
-    done_col, failed_col = stored_key_columns(writer.layout)
-    covering = (
-        done_col
-        if retry_failed or not len(failed_col)
-        else pa.chunked_array([*done_col.chunks, *failed_col.chunks], type=pa.string())
-    )
-    if _plan_covered(spec, writer, covering):  # the whole plan is covered, so is any selection of it
-        stats.already_stored = count_cells(spec)
-        if not retry_failed and len(failed_col):
-            stats.failed_before = stats.already_stored - pc.count_distinct(done_col).as_py()
-        return [(e, ()) for e in selection.endpoints]
-    done = set(done_col.to_pylist())
-    failed = set() if retry_failed else set(failed_col.to_pylist()) - done
-    return [(e, _unstored(selection.iter_cells(spec, e), done, failed, stats)) for e in selection.endpoints]
-
-
-def _plan_covered(spec: Spec, writer: RunWriter, stored: pa.ChunkedArray) -> bool:
-    """Whether the ``stored`` keys are the whole plan (see ``_remaining_work``); cheapest checks first."""
-    planned = count_cells(spec)
-    if len(stored) < planned:
-        return False
-    sessions = (writer.manifest or {}).get("sessions") or [{}]
-    if any(s.get("versions") != sessions[-1].get("versions") for s in sessions):
-        return False
-    sample = {c.key for e in spec.endpoints for c in itertools.islice(iter_cells(spec, e), PLAN_SAMPLE)}
-    found = pc.sum(pc.is_in(stored, value_set=_strings(sorted(sample)))).as_py() or 0
-    return found >= len(sample) and pc.count_distinct(stored).as_py() == planned
-
-
-def _strings(values: list[str]) -> pa.Array:
-    """``values`` as an Arrow string array, built from buffers: ``pa.array`` of a list imports pandas (~0.3 s)."""
-    data = [v.encode() for v in values]
-    offsets = array.array("i", itertools.accumulate(map(len, data), initial=0))  # int32, as Arrow's offsets
-    return pa.StringArray.from_buffers(len(data), pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(data)))
-
-
-def _unstored(cells: Iterable[PlannedCell], done: set[str], failed: set[str], stats: RunStats) -> Iterator[PlannedCell]:
-    """The cells without an outcome yet; counts the skipped ones (and, of those, the earlier failures)."""
-    for cell in cells:
-        if cell.key in done:
-            stats.already_stored += 1
-        elif cell.key in failed:
-            stats.already_stored += 1
-            stats.failed_before += 1
-        else:
-            yield cell
