@@ -1,8 +1,8 @@
 """The folder tree is the data flow: each stage imports only stages before it, and nothing imports in a cycle.
 
 Layers, lowest first (a module may import its own layer and any lower one, anywhere in the file, lazily or
-not): errors and survey → rundir → parse → sweep → score → analyze → report and export → endpoints → api → commands
-and cli. ``from runner import __version__`` is allowed everywhere: the package root imports nothing else.
+not): errors and survey → rundir → parse → sweep → extract → score → analyze → report and export → endpoints → api
+→ commands and cli. ``from runner import __version__`` is allowed everywhere: the package root imports nothing else.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ LAYERS = [
     {"runner.rundir"},
     {"runner.parse"},
     {"runner.sweep"},
+    {"runner.extract"},  # the extractor fallback: sends through the sweep's machinery
     {"runner.score"},
     {"runner.analyze"},
     {"runner.report", "runner.export"},

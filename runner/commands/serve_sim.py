@@ -46,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hang-s", type=float, default=600.0, help="how long a hanging attempt waits (default 600)")
     parser.add_argument("--refusal-rate", type=float, default=0.0, help="share of replies that refuse to answer")
     parser.add_argument("--chatty-rate", type=float, default=0.0, help="share of replies wrapped in prose/markdown")
+    parser.add_argument(
+        "--ambiguous-rate",
+        type=float,
+        default=0.0,
+        help="share of replies naming a second option beside the answer ('2 or 3': parsed as ambiguous)",
+    )
     parser.add_argument("--log", type=Path, default=None, help="append every request to this JSON Lines file")
 
 
@@ -69,6 +75,7 @@ def config_from_args(args: argparse.Namespace) -> object:
         hang_s=args.hang_s,
         refusal_rate=args.refusal_rate,
         chatty_rate=args.chatty_rate,
+        ambiguous_rate=args.ambiguous_rate,
         log_path=args.log,
     )
 

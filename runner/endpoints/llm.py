@@ -141,7 +141,7 @@ def resolve_model(model: str) -> Path:
         path = Path(model).expanduser()
         if path.suffix.lower() != ".gguf":
             known = ", ".join(sorted(KNOWN_MODELS))
-            raise ModelNotFoundError(f"--model {model!r}: expected one of {known} or a path to a .gguf file")
+            raise ModelNotFoundError(f"model {model!r}: expected one of {known} or a path to a .gguf file")
     if not path.is_file():
         raise ModelNotFoundError(f"--model {model}: {path} does not exist or is not a file")
     with path.open("rb") as handle:

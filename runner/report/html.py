@@ -166,6 +166,19 @@ def _caveats(t: dict[str, pl.DataFrame], summary: dict[str, Any], reference: Ref
         gaps = [c for c, row in zip(countries, matrix, strict=True) if any(math.isnan(v) for v in row)]
         if gaps:
             notes.append(f"{reference.name} lacks some dimensions for: {', '.join(gaps)} (drawn as n/a)")
+    extraction = summary.get("extractions")  # the extractor fallback (runner/extract): used or left unused
+    if extraction and extraction.get("used"):
+        who = ", ".join(
+            f"{e['answers']} {e['parse_status']} by {e['endpoint']} ({e['model']})" for e in extraction["by_extractor"]
+        )
+        notes.append(
+            f"{extraction['replaced']} answers the parser could not read are scored from an extractor model's "
+            f"restatement (status extracted: {who or 'none'})"
+        )
+    elif extraction:
+        notes.append(
+            f"{extraction['stored']} extracted answers are stored but not scored (hofcat analyze --use-extracted)"
+        )
     return notes
 
 

@@ -154,7 +154,7 @@ class SimApp:
             cell = dataclasses.replace(cell, reply_format="json")
         if chat.grammar:  # a grammar-constrained model can emit only what the grammar admits: the bare number
             cell = dataclasses.replace(cell, reply_format="number")
-            fault = dataclasses.replace(fault, refusal=False, chatty=False)
+            fault = dataclasses.replace(fault, refusal=False, chatty=False, ambiguous=False)
         country = self.country_of(cell)
         # Seeded requests are reproducible; unseeded ones get fresh draws per arrival, as from a real API.
         rng = (
@@ -169,6 +169,8 @@ class SimApp:
         elif fault.chatty and cell.labels == "digits":
             labels = self.reader.labels(cell.language, cell.questions[0]) if cell.mode == "item" else None
             text, outcome, logged = replies.chatty_reply(cell, answers, labels, fault.rng), "chatty", answers
+        elif fault.ambiguous and cell.labels == "digits" and cell.reply_format != "json":
+            text, outcome, logged = replies.ambiguous_reply(cell, answers), "ambiguous", answers
         else:
             words = self.reader.labels(cell.language, cell.questions[0]) if cell.labels == "words" else None
             text, outcome, logged = replies.plain_reply(cell, answers, words), "ok", answers

@@ -110,6 +110,8 @@ class SimConfig:
     hang_s: float = 600.0
     refusal_rate: float = 0.0  # "As an AI, I do not have personal preferences…" in the prompt's language
     chatty_rate: float = 0.0  # the same answer wrapped in prose or markdown
+    # an item reply (a survey's first entry) naming the answer and another option, "2 or 3": parsed as ambiguous
+    ambiguous_rate: float = 0.0
     # Batch APIs (runner/endpoints/sim/batch.py): seconds until a batch completes, the share of its requests
     # that fail alone, and the share of batches that expire with only their first half processed.
     batch_latency_s: float = 0.5
@@ -120,7 +122,7 @@ class SimConfig:
     log_path: Path | None = None
 
     def __post_init__(self) -> None:
-        probabilities = ("error_rate", "malformed_rate", "hang_rate", "refusal_rate", "chatty_rate")
+        probabilities = ("error_rate", "malformed_rate", "hang_rate", "refusal_rate", "chatty_rate", "ambiguous_rate")
         for name in (*probabilities, "batch_error_rate", "batch_expire_rate"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0.0 <= value <= 1.0):
@@ -147,7 +149,8 @@ class SimConfig:
     def any_attempt_fault(self) -> bool:
         """True when some fault is drawn per attempt (the server then counts attempts per request)."""
         return any(
-            getattr(self, n) > 0 for n in ("error_rate", "malformed_rate", "hang_rate", "refusal_rate", "chatty_rate")
+            getattr(self, n) > 0
+            for n in ("error_rate", "malformed_rate", "hang_rate", "refusal_rate", "chatty_rate", "ambiguous_rate")
         )
 
     def as_dict(self) -> dict[str, object]:

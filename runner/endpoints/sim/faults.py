@@ -27,6 +27,7 @@ class Fault:
     variant: int = 0
     fraction: float = 0.5
     rng: Draws | None = None  # further draws for this attempt (chatty style)
+    ambiguous: bool = False  # the answer written beside a second option ("2 or 3")
 
 
 NO_FAULT = Fault()
@@ -51,7 +52,13 @@ def draw_fault(config: SimConfig, key: str, attempt: int) -> Fault:
             break
     refusal = rng.random() < config.refusal_rate
     chatty = rng.random() < config.chatty_rate and not refusal
-    return Fault(kind, refusal, chatty, rng.randrange(6), rng.uniform(0.1, 0.9), rng)
+    # its own stream, so that the other draws (and every run without ambiguous replies) stay as they were
+    ambiguous = (
+        config.ambiguous_rate > 0
+        and not (refusal or chatty)
+        and Draws(config.seed, "ambiguous", key, attempt).random() < config.ambiguous_rate
+    )
+    return Fault(kind, refusal, chatty, rng.randrange(6), rng.uniform(0.1, 0.9), rng, ambiguous)
 
 
 def latency_s(config: SimConfig, key: str, attempt: int) -> float:

@@ -80,6 +80,17 @@ def chatty_reply(cell: PromptCell, answers: Sequence[int], labels: Sequence[str]
     return template.format(n=displayed(cell, answers[0]), label=label)
 
 
+def ambiguous_reply(cell: PromptCell, answers: Sequence[int]) -> str:
+    """The plain reply with its first answer written beside the next displayed position, "2 or 3" ("5 or 1" for
+    the last; not "4 / 5", which reads as a score out of 5): two options, which the parser reads as ``ambiguous``."""
+    first = displayed(cell, answers[0])
+    both = f"{first} or {first % len(cell.option_order) + 1}"
+    if cell.mode == "item":
+        return both
+    lines = plain_reply(cell, answers).split("\n")
+    return "\n".join([f"{cell.questions[0]}. {both}", *lines[1:]])
+
+
 def refusal_reply(language: str) -> str:
     """A refusal in the prompt's language (English when the language has none)."""
     return REFUSALS.get(language, REFUSALS["en"])
