@@ -1,11 +1,11 @@
 """Peak memory and time of ``hofcat analyze`` on a synthetic run of about 1,000,000 answers (store layout).
 
-Run: ``python -m benches.analysis_memory [--answers N] [--shape grid|conditions|seeds] [--keep DIR]``. The run
+Run: ``python -m benches.analysis_memory [--answers N] [--shape grid|conditions|seeds|tiny] [--keep DIR]``. The run
 directory is written in the store's layout (responses/ + answers/ parts, one answer per item-mode cell). Shapes:
 ``grid`` (default; 16 conditions = 4 temperatures × 4 top_p, 9 countries, the seeds that make N answers),
-``conditions`` (few seeds × many conditions: 256 conditions = 16 × 16, 8 countries, about 20 seeds) and
-``seeds`` (thousands of seeds × one condition: 9 countries). Each measurement runs in a fresh child process and
-reports its peak RSS (``ru_maxrss``):
+``conditions`` (few seeds × many conditions: 256 conditions = 16 × 16, 8 countries, about 20 seeds),
+``seeds`` (thousands of seeds × one condition: 9 countries) and ``tiny`` (2 temperatures × 4 countries, for
+tests). Each measurement runs in a fresh child process and reports its peak RSS (``ru_maxrss``):
 
 - ``hofcat analyze`` (bootstrap 1000 resamples, 999 permutations, set measures capped at 1000 respondents per set);
 - the peer: reading the same answers joined with their cells eagerly into memory (``polars.read_parquet`` +
@@ -39,6 +39,7 @@ SHAPES = {
         COUNTRIES[:8],
     ),
     "seeds": ((0.7,), (1.0,), COUNTRIES),
+    "tiny": ((0.3, 1.0), (1.0,), COUNTRIES[:4]),  # for tests: 2 conditions × 4 countries
 }
 
 

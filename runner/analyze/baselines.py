@@ -24,6 +24,8 @@ position preference from a preference for the options' content.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import polars as pl
 
@@ -41,6 +43,7 @@ ORDER_CODE = "option_order_code"  # the displayed order as a 5-digit integer (5 
 _OPTIONS = 5
 _POW = 10 ** np.arange(_OPTIONS - 1, -1, -1)
 _BLOCK = 1 << 22  # answer × replicate values drawn at once
+_CODES = 10**_OPTIONS  # order codes are below this (five digits)
 
 
 def order_code_expr(column: str = "option_order") -> pl.Expr:
@@ -68,50 +71,22 @@ def baseline_tables(
 ) -> dict[str, pl.DataFrame]:
     """Tables ``baselines`` (condition, baseline, dimension incl. "cat": observed, baseline mean, q95, p, beyond
     chance) and ``position_bias`` for the ok answers in ``answers`` (needs ``ORDER_CODE``)."""
-    factors = list(design.factors) or ["_all"]
-    names = answers.collect_schema().names()
-    probs = "option_probs" in names
-    lazy = answers if design.factors else answers.with_columns(_all=pl.lit(1))
-    cols = [
-        *factors,
-        "country",
-        *design.units,
-        "question",
-        "option_id",
-        ORDER_CODE,
-        *(["option_probs"] if probs else []),
-    ]
-    frame = (
-        lazy.filter(
-            (pl.col("status") == "ok") & pl.col("question").is_between(1, 24) & pl.col("option_id").is_not_null()
-        )
-        .select(cols)
-        .collect(engine="streaming")
-    )
-    coded = (
-        frame.join(units.conditions.with_row_index("_c"), on=factors, nulls_equal=True)
-        .join(pl.DataFrame({"country": list(units.countries)}).with_row_index("_k"), on="country")
-        .join(units.units.with_row_index("_u"), on=list(design.units), nulls_equal=True)
-    )
-    c = coded["_c"].to_numpy().astype(np.int64)
-    k = coded["_k"].to_numpy().astype(np.int64)
-    u = coded["_u"].to_numpy().astype(np.int64)
-    q = coded["question"].to_numpy().astype(np.int64) - 1
-    orders = _orders(coded[ORDER_CODE].to_numpy().astype(np.int64))
-    option = coded["option_id"].to_numpy().astype(np.int64)
-    dist = np.full((coded.height, _OPTIONS), np.nan)
-    if probs:
-        present = coded["option_probs"].is_not_null().to_numpy()
-        if present.any():
-            dist[present] = np.stack(coded.filter(pl.col("option_probs").is_not_null())["option_probs"].to_numpy())
-    is_dist = np.isfinite(dist).all(axis=1)
-    # position weights of each answer: a one-hot of the sampled answer's position, or the distribution's
-    pos_weight = (orders == option[:, None]).astype(np.float64)
-    pos_weight[is_dist] = np.take_along_axis(dist[is_dist], orders[is_dist] - 1, axis=1)
     n_cond = units.conditions.height
+    cells = _answered_cells(answers, units, design)
+    c = cells["_c"].to_numpy().astype(np.int64)
+    orders = _orders(cells[ORDER_CODE].to_numpy().astype(np.int64))
+    members = cells["m"].to_numpy().astype(np.int64)
+    is_dist = cells["is_dist"].to_numpy()
+    # position weights of each group: its answers at the sampled answer's position, or the distributions' sums
+    option = cells["option_id"].to_numpy().astype(np.int8)
     position = np.zeros((n_cond, _OPTIONS))
-    np.add.at(position, c, pos_weight)
-    counts = np.bincount(c, minlength=n_cond)
+    for i in range(_OPTIONS):  # one position at a time: no (groups, 5) float copy
+        weight = np.where(orders[:, i] == option, members, 0).astype(np.float64)
+        if is_dist.any():
+            weight[is_dist] = cells[_WEIGHTS[i]].to_numpy()[is_dist]
+        position[:, i] = np.bincount(c, weights=weight, minlength=n_cond)
+    del option, weight
+    counts = np.bincount(c, weights=members, minlength=n_cond).astype(np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
         position = position / position.sum(axis=1, keepdims=True)
     bias_rows = []
@@ -127,7 +102,18 @@ def baseline_tables(
             }
         )
     shape = (len(units.countries), units.units.height, 24)  # one condition's (K, U, 24) cells
-    cell = np.ravel_multi_index((k, u, q), shape)
+    cell = np.ravel_multi_index(
+        (
+            cells["_k"].to_numpy().astype(np.int64),
+            cells["_u"].to_numpy().astype(np.int64),
+            cells["question"].to_numpy().astype(np.int64) - 1,
+        ),
+        shape,
+    )
+    # answers of each group's unit and question, whatever their order (one count per cell of the unit array)
+    flat = c * int(np.prod(shape)) + cell
+    per_cell = np.bincount(flat, weights=members, minlength=n_cond * int(np.prod(shape))).astype(np.int64)[flat]
+    del cells, flat
     rows = []
     for b, name in enumerate(BASELINES):
         tau = np.full((n_cond, replicates, len(DIMENSIONS)), np.nan)
@@ -138,52 +124,107 @@ def baseline_tables(
             if mine.size == 0 or not np.isfinite(p).all():
                 continue
             rng = np.random.default_rng([seed, 14, b, ci])  # one stream per baseline and condition
-            means = _replicates(p, orders[mine], is_dist[mine], cell[mine], shape, replicates, rng)
+            groups = _Groups(orders[mine], is_dist[mine], cell[mine], per_cell[mine], members[mine])
+            means = _replicates(p, groups, shape, replicates, rng)
             tau[ci], cat[ci] = _score(means, reference, units, undefined_tau)
         rows.extend(_summaries(name, tau, cat, units, observed))
     return {"baselines": pl.DataFrame(rows), "position_bias": pl.DataFrame(bias_rows)}
 
 
+_WEIGHTS = [f"_w{i}" for i in range(_OPTIONS)]  # a group's summed probability at each displayed position
+
+
+def _answered_cells(answers: pl.LazyFrame, units: UnitArray, design: Design) -> pl.DataFrame:
+    """The ok answers counted per (condition, country, unit, question, order, option, distribution or not).
+
+    Columns ``_c``, ``_k``, ``_u`` (the unit array's axes), ``question``, ``ORDER_CODE``, ``option_id``,
+    ``is_dist`` (the row carries a full, finite ``option_probs``), ``m`` (answers) and, for distribution rows,
+    ``_w0…_w4`` (their summed probability at each displayed position). Streamed: memory follows the number of
+    groups — at most the unit array's cells times the orders and options they used — not the answers.
+    """
+    factors = list(design.factors) or ["_all"]
+    probs = "option_probs" in answers.collect_schema().names()
+    lazy = answers if design.factors else answers.with_columns(_all=pl.lit(1))
+    if probs:
+        full = pl.col("option_probs").list.len() == _OPTIONS
+        finite = pl.col("option_probs").list.eval(pl.element().is_finite()).list.all()
+        is_dist = (pl.col("option_probs").is_not_null() & full & finite).fill_null(False)
+        digit = [(pl.col(ORDER_CODE) // int(_POW[i])) % 10 - 1 for i in range(_OPTIONS)]
+        weights = [
+            pl.when(pl.col("is_dist")).then(pl.col("option_probs").list.get(digit[i], null_on_oob=True)).sum().alias(w)
+            for i, w in enumerate(_WEIGHTS)
+        ]
+    else:
+        is_dist, weights = pl.lit(False), []
+    keys = ["_c", "_k", "_u", "question", ORDER_CODE, "option_id", "is_dist"]
+    grouped = (
+        lazy.filter(
+            (pl.col("status") == "ok") & pl.col("question").is_between(1, 24) & pl.col("option_id").is_not_null()
+        )
+        .join(units.conditions.with_row_index("_c").lazy(), on=factors, nulls_equal=True)
+        .join(pl.DataFrame({"country": list(units.countries)}).with_row_index("_k").lazy(), on="country")
+        .join(units.units.with_row_index("_u").lazy(), on=list(design.units), nulls_equal=True)
+        .with_columns(is_dist=is_dist)
+        .group_by(keys)
+        .agg(pl.len().alias("m"), *weights)
+        .collect(engine="streaming")
+    )
+    return grouped
+
+
+class _Groups(NamedTuple):
+    """One condition's answers as groups of alike answers (rows of ``_answered_cells``)."""
+
+    orders: np.ndarray  # (G, 5) option IDs in displayed order
+    is_dist: np.ndarray  # (G,) distribution answers
+    cell: np.ndarray  # (G,) flat (country, unit, question) index
+    per_cell: np.ndarray  # (G,) answers of that unit and question
+    members: np.ndarray  # (G,) answers in the group
+
+
 def _replicates(
     p: np.ndarray,
-    orders: np.ndarray,
-    is_dist: np.ndarray,
-    cell: np.ndarray,
+    answered: _Groups,
     shape: tuple[int, int, int],
     replicates: int,
     rng: np.random.Generator,
 ) -> np.ndarray:
     """(R, K, 24) country means of ``replicates`` draws of a respondent choosing position i with ``p[i]``.
 
-    ``orders`` (N, 5): each answered cell's displayed option IDs; ``cell``: its flat (country, unit, question)
-    index in ``shape``. As the analysis takes them: a unit's mean over its answers, then the mean over the
-    country's units. A distribution cell adds its expected option Σ p_i·order_i; the sampled cells that share a
-    (country, question), an order and their unit's answer count n are exchangeable, so their draws are one
-    multinomial count vector per group, weighted 1/n: the cost is per group, not per answer.
+    ``answered``: one condition's answered cells (``_Groups``), with ``cell`` their flat (country, unit,
+    question) index in ``shape``. As the analysis takes them: a unit's mean over its answers, then the mean
+    over the country's units. A distribution answer adds its expected option Σ p_i·order_i; the sampled
+    answers that share a (country, question), an order and their unit's answer count n are exchangeable, so
+    their draws are one multinomial count vector per group, weighted 1/n: the cost is per group, not per answer.
     """
     n_units = shape[1]
-    k, u, q = np.unravel_index(cell, shape)
-    per_cell = np.bincount(cell, minlength=int(np.prod(shape)))[cell]  # answers of the row's unit and question
+    k, u, q = np.unravel_index(answered.cell, shape)
+    orders, is_dist, per_cell = answered.orders, answered.is_dist, answered.per_cell
     kq = k * shape[2] + q
     units_of = np.bincount(np.unique(kq * n_units + u) // n_units, minlength=shape[0] * shape[2])  # units per kq
-    weight = 1.0 / per_cell
+    weight = answered.members / per_cell
     fixed = np.bincount(kq[is_dist], weights=(orders[is_dist] @ p) * weight[is_dist], minlength=len(units_of))
     sampled = ~is_dist
-    codes = orders[sampled].astype(np.int64) @ _POW  # the order as one integer
-    key = np.stack([kq[sampled], codes, per_cell[sampled]], axis=1)
-    groups, members = np.unique(key, axis=0, return_counts=True)
-    values = _orders(groups[:, 1]).astype(np.float64)  # (G, 5) option at each position
-    group_weight = 1.0 / groups[:, 2]
+    # (kq, order code, n) as one int64 whose order is theirs, lexicographic: np.unique of one column, not of rows
+    span_n = int(per_cell.max(initial=0)) + 1
+    key = (kq[sampled] * _CODES + orders[sampled].astype(np.int64) @ _POW) * span_n + per_cell[sampled]
+    unique, inverse = np.unique(key, return_inverse=True)
+    del key
+    members = np.bincount(inverse, weights=answered.members[sampled], minlength=len(unique)).astype(np.int64)
+    rest, n_of = np.divmod(unique, span_n)
+    group_kq, group_code = np.divmod(rest, _CODES)
+    values = _orders(group_code).astype(np.float64)  # (G, 5) option at each position
+    group_weight = 1.0 / n_of
     out = np.full((replicates, shape[0], shape[2]), np.nan)
     present = units_of > 0
     k_of, q_of = np.divmod(np.flatnonzero(present), shape[2])
-    block = max(1, _BLOCK // max(len(groups) * _OPTIONS, 1))
+    block = max(1, _BLOCK // max(len(unique) * _OPTIONS, 1))
     for start in range(0, replicates, block):
         b = min(block, replicates - start)
-        counts = rng.multinomial(members, p, size=(b, len(groups)))  # (b, G, 5) positions drawn
+        counts = rng.multinomial(members, p, size=(b, len(unique)))  # (b, G, 5) positions drawn
         drawn = np.einsum("bgi,gi->bg", counts, values) * group_weight  # (b, G) weighted sums
         sums = np.zeros((b, len(units_of)))
-        np.add.at(sums, (slice(None), groups[:, 0]), drawn)
+        np.add.at(sums, (slice(None), group_kq), drawn)
         means = (sums + fixed) / np.maximum(units_of, 1)
         out[start : start + b, k_of, q_of] = means[:, present]
     return out

@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from runner.analyze.load import load_answers
-from runner.analyze.run import AnalysisOptions, analyze_answers, write_analysis
+from runner.analyze.run import AnalysisOptions, analyze_answers, use_extractions, write_analysis
 from runner.errors import InputError
 from runner.parse.stage import update_answers
 from runner.rundir import RunWriter, read_dataset, read_manifest
@@ -85,11 +85,13 @@ def analyze_runs(
     if problems and not allow_mixed:
         raise InputError(f"{problems[0]} ({len(problems)} difference(s)); pass --allow-mixed to analyse them anyway")
     labels = _labels(roots, manifests)
-    frames = []
+    frames, extractions = [], []
     for root, label in zip(roots, labels, strict=True):
         with RunWriter.attach(root) as writer:  # parse what a crash left unparsed, and read a consistent state
             update_answers(writer)
-            frames.append(load_answers(root).with_columns(run=pl.lit(label)).collect())
+            answers, extraction = use_extractions(load_answers(root, keep_keys=options.extracted), root, options)
+            frames.append(answers.with_columns(run=pl.lit(label)).collect())
+            extractions.append(extraction)
     answers = pl.concat(frames, how="diagonal_relaxed").lazy()
     references = {m.get("reference") for m in manifests}
     if options.reference is None:
@@ -103,8 +105,9 @@ def analyze_runs(
             "spec_hash": m.get("spec_hash"),
             "parser_version": m.get("parser_version"),
             "reference": m.get("reference"),
+            **({"extractions": e} if e is not None else {}),
         }
-        for root, label, m in zip(roots, labels, manifests, strict=True)
+        for root, label, m, e in zip(roots, labels, manifests, extractions, strict=True)
     ]
     summary["differences_allowed"] = problems
     target.mkdir(parents=True, exist_ok=True)

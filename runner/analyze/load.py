@@ -10,15 +10,20 @@ becomes ``native`` so that the languages' countries are ranked together (the pap
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from runner.errors import InputError, RunDirError
 from runner.rundir import RunDir, part_columns, part_pairs, read_part
 from runner.survey.reference import REFERENCE_DIR
 
-__all__ = ["language_countries", "load_answers"]
+__all__ = ["BATCH_ROWS", "language_countries", "load_answers"]
+
+BATCH_ROWS = 1 << 14  # answers joined and derived at once (the load's working set follows this, not the run)
 
 # Response columns that the answers need: everything else in responses is bookkeeping or the reply itself.
 RESPONSE_FACTORS = (
@@ -54,10 +59,13 @@ def _parquet(folder: Path) -> pl.LazyFrame:
     return pl.scan_parquet(folder / "*.parquet")
 
 
-def load_answers(run_dir: str | Path, *, keep_keys: bool = False) -> pl.LazyFrame:
+def load_answers(run_dir: str | Path, *, keep_keys: bool = False, spool: str | Path | None = None) -> pl.LazyFrame:
     """Answers joined with their cell's factors (a run directory), or a single answers table that has them.
 
-    ``keep_keys`` keeps ``cell_key`` (the analysis drops it: it needs only the factors).
+    ``keep_keys`` keeps ``cell_key`` (the analysis drops it: it needs only the factors). ``spool``: a folder
+    (existing, empty, kept by the caller while the frame is used) that receives each joined part as Parquet;
+    the frame then scans those files, so collecting it with the streaming engine holds about one part, not the
+    run. Without ``spool`` the joined parts are held in memory.
     """
     root = Path(run_dir)
     found = part_pairs(root)
@@ -70,7 +78,7 @@ def load_answers(run_dir: str | Path, *, keep_keys: bool = False) -> pl.LazyFram
         )
     pairs = [(p.answers, p.responses) for p in found if p.answers is not None]
     if pairs:
-        return _joined_by_part(pairs, keep_keys)
+        return _joined_by_part(pairs, keep_keys, None if spool is None else Path(spool))
     answers = RunDir(root).dataset("answers")
     for candidate in (answers, root / "answers.parquet"):
         if candidate.is_dir() and any(candidate.glob("*.parquet")):
@@ -80,33 +88,58 @@ def load_answers(run_dir: str | Path, *, keep_keys: bool = False) -> pl.LazyFram
     raise InputError(f"{root}: no parsed-answers dataset (looked for answers/ with responses/, or answers.parquet)")
 
 
-def _joined_by_part(pairs: list[tuple[Path, Path]], keep_keys: bool) -> pl.LazyFrame:
+def _joined_part(answer_path: Path, response_path: Path, keep_keys: bool) -> Iterator[pl.DataFrame]:
+    """Answers part N joined with responses part N, ``BATCH_ROWS`` answers at a time: the answer columns, the
+    cell's factors and the derived ones.
+
+    Both parts are read through the run directory's reader, which verifies them (``RunDirError`` naming a
+    corrupt one); only the columns the analysis uses are read (no reply text). The join is an Arrow ``take`` of
+    each answer's cell row (as ``runner.export`` does); the derived columns are computed per batch, so the
+    polars working set follows the batch, not the part.
+    """
+    have = part_columns(response_path)
+    cells = read_part(response_path, [c for c in ("cell_key", *RESPONSE_FACTORS) if c in have], "cell_key")
+    probs = [c for c in ("option_probs", "option_mass") if c in part_columns(answer_path)]  # distribution
+    answers = read_part(answer_path, ["cell_key", "question", "option_id", "status", *probs], "cell_key")
+    row = pc.index_in(answers.column("cell_key"), value_set=cells.column("cell_key"))  # null: cell not found
+    factors = cells.drop_columns(["cell_key"])
+    for start in range(0, max(len(answers), 1), BATCH_ROWS):
+        batch = answers.slice(start, BATCH_ROWS)
+        taken = factors.take(row.slice(start, BATCH_ROWS))
+        for name in taken.column_names:
+            batch = batch.append_column(name, taken.column(name))
+        part = _derive(pl.from_arrow(batch).lazy())
+        yield (part if keep_keys else part.drop("cell_key")).collect()
+
+
+def _joined_by_part(pairs: list[tuple[Path, Path]], keep_keys: bool, spool: Path | None) -> pl.LazyFrame:
     """Join answers/part-N with responses/part-N one part at a time, keeping only the slim result.
 
     The parse stage writes answers part N from responses part N, so the join never needs more than one part
-    in memory; the result holds a few numbers and short labels per answer (no reply text). Both parts are read
-    through the run directory's reader, which verifies them (``RunDirError`` naming a corrupt one).
+    in memory; the result holds a few numbers and short labels per answer (no reply text). With ``spool`` each
+    joined batch goes to ``spool/part-N-M.parquet`` at once and the frame scans them: a million answers held
+    in memory cost ≈ 200 MiB (and the allocators keep much of each part's join), their files a few MiB.
     """
-    slim = []
-    for answer_path, response_path in pairs:
-        have = part_columns(response_path)
-        cells = pl.from_arrow(
-            read_part(response_path, [c for c in ("cell_key", *RESPONSE_FACTORS) if c in have], "cell_key")
-        ).lazy()
-        probs = [c for c in ("option_probs", "option_mass") if c in part_columns(answer_path)]  # distribution
-        answers = read_part(answer_path, ["cell_key", "question", "option_id", "status", *probs], "cell_key")
-        part = pl.from_arrow(answers).lazy().join(cells, on="cell_key", how="left")
-        part = _derive(part)
-        slim.append((part if keep_keys else part.drop("cell_key")).collect())
+    slim: list[pl.DataFrame | pl.LazyFrame] = []
+    for i, (answer_path, response_path) in enumerate(pairs, start=1):
+        for j, part in enumerate(_joined_part(answer_path, response_path, keep_keys)):
+            if spool is None:
+                slim.append(part)
+            else:
+                target = spool / f"part-{i:06d}-{j:04d}.parquet"
+                part.write_parquet(target)
+                slim.append(pl.scan_parquet(target))
+        pa.default_memory_pool().release_unused()  # Arrow's allocator keeps a part's buffers otherwise
     # diagonal: parts written before the constraint column existed get it as null, which means "none"
-    joined = pl.concat(slim, how="diagonal_relaxed")
-    if "constraint" in joined.columns:
+    joined = pl.concat(slim, how="diagonal_relaxed").lazy()
+    names = joined.collect_schema().names()
+    if "constraint" in names:
         joined = joined.with_columns(pl.col("constraint").fill_null("none"))
-    if "measurement" in joined.columns:  # parts from before the distribution measurement sampled
+    if "measurement" in names:  # parts from before the distribution measurement sampled
         joined = joined.with_columns(pl.col("measurement").fill_null("sample"))
-    if "option_labels" in joined.columns:  # parts from before the labels factor showed digits
+    if "option_labels" in names:  # parts from before the labels factor showed digits
         joined = joined.with_columns(pl.col("option_labels").fill_null("digits"))
-    return joined.lazy()
+    return joined
 
 
 def _derive(lazy: pl.LazyFrame) -> pl.LazyFrame:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -41,7 +42,7 @@ from runner.parse.stage import update_answers
 from runner.rundir import RunWriter
 from runner.survey.reference import load_reference
 
-__all__ = ["AnalysisOptions", "analyze_answers", "analyze_run", "write_analysis"]
+__all__ = ["AnalysisOptions", "analyze_answers", "analyze_run", "use_extractions", "write_analysis"]
 
 STATUS_GROUPS = ("endpoint", "model", "language")
 EMBEDDINGS = ("vsm", "items")  # t-SNE input: the six VSM scores of each point (the paper's Figure 1) or its 24 items
@@ -69,6 +70,8 @@ class AnalysisOptions:
     units: tuple[str, ...] | None = None
     constants: Mapping[str, float] | None = None
     policy: Policy = DEFAULT_POLICY  # parse policy: which answers are scored, and as what (runner/parse/policy.py)
+    # score the answers an extractor model restated (``hofcat extract``; status "extracted", scored like ok)
+    extracted: bool = False
 
     @classmethod
     def value_differences(cls, **changes: Any) -> AnalysisOptions:
@@ -185,7 +188,8 @@ def analyze_run(run_dir: str | Path, options: AnalysisOptions) -> Path:
     """Analyse ``run_dir``'s parsed answers; returns the ``analysis`` folder written.
 
     Holds the run directory's lock throughout: responses parts a crash left unparsed are parsed first, and
-    every table is written atomically, so a concurrent sweep or report never sees half an analysis.
+    every table is written atomically, so a concurrent sweep or report never sees half an analysis. The joined
+    answers are spooled to a temporary folder (removed at the end) and every step streams them from there.
     """
     root = Path(run_dir)
     with RunWriter.attach(root) as writer:
@@ -194,11 +198,32 @@ def analyze_run(run_dir: str | Path, options: AnalysisOptions) -> Path:
             update_answers(writer)
         if options.reference is None:  # the reference the run was planned against, else Hofstede 2015
             options = replace(options, reference=(manifest or {}).get("reference") or "hofstede-2015")
-        tables, summary = analyze_answers(load_answers(root), options)
+        # the joined answers go to a scratch folder part by part, so memory follows a part, not the run
+        with tempfile.TemporaryDirectory(prefix="hofcat-analyze-") as spool:
+            answers, extraction = use_extractions(
+                load_answers(root, spool=spool, keep_keys=options.extracted), root, options
+            )
+            tables, summary = analyze_answers(answers, options)
+        if extraction is not None:  # used, or stored and left unused: the summary and the report say which
+            summary["extractions"] = extraction
         summary["run_dir"] = str(root)
         if manifest is not None:
             summary["run_manifest"] = manifest
         return write_analysis(writer, tables, summary)
+
+
+def use_extractions(
+    answers: pl.LazyFrame, root: Path, options: AnalysisOptions
+) -> tuple[pl.LazyFrame, dict[str, Any] | None]:
+    """``answers`` (with ``cell_key`` when ``options.extracted``) with the run's extracted answers laid over the
+    parsed ones if asked (runner/extract/overlay.py), without ``cell_key``; and what was used (or stored and not
+    used; None when the run has no extractions)."""
+    from runner.extract.overlay import extraction_note, with_extractions
+
+    if not options.extracted:
+        return answers, extraction_note(root)
+    answers, info = with_extractions(answers, root)
+    return answers.drop("cell_key"), info
 
 
 def write_analysis(writer: RunWriter, tables: Mapping[str, pl.DataFrame], summary: dict) -> Path:

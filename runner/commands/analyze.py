@@ -53,6 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="answered",
         help="Q15 and Q18: scored as answered or pinned to 3 (default answered)",
     )
+    parser.add_argument(
+        "--use-extracted",
+        action="store_true",
+        help="score the answers `hofcat extract` restated (status extracted) instead of leaving them unparsed",
+    )
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     parser.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
     parser.add_argument(
@@ -67,6 +72,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1000,
         help="respondents per set in distance-based measures; larger sets are subsampled (seeded)",
+    )
+    parser.add_argument(
+        "--permutation-blocks",
+        choices=("country", "none"),
+        default="country",
+        help="PERMANOVA/PERMDISP permute the labels within each country, or freely (default country)",
+    )
+    parser.add_argument(
+        "--points",
+        choices=("identity", "seed"),
+        default="identity",
+        help="set measures' data points: one per country × identity (its seeds averaged) or one per seed "
+        "(default identity)",
+    )
+    parser.add_argument(
+        "--embedding",
+        choices=("vsm", "items"),
+        default="vsm",
+        help="what the report's t-SNE embeds: the six VSM scores of each point or its 24 items (default vsm)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of every resampling (default 0)")
     parser.add_argument("--factors", default=None, metavar="COL,...", help="condition columns (default: inferred)")
@@ -95,9 +119,13 @@ def main(args: argparse.Namespace) -> int:
         permutations=args.permutations,
         seed=args.seed,
         max_points=args.max_points,
+        permutation_blocks=None if args.permutation_blocks == "none" else args.permutation_blocks,
+        points=args.points,
+        embedding=args.embedding,
         factors=cols(args.factors),
         units=cols(args.units),
         policy=Policy(unparseable=args.unparseable, health_items=args.health_items),
+        extracted=args.use_extracted,
     )
     problems = [
         text
