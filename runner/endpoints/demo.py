@@ -8,7 +8,7 @@ Ctrl-C or failure. The spec is an ordinary file: rerun it, edit it, or point it 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -82,6 +82,33 @@ class DemoResult:
     kendall: pl.DataFrame  # dimension, tau, ci_low, ci_high (one condition)
 
 
+def demo_spec_text(
+    options: DemoOptions,
+    base_url: str,
+    model: str,
+    concurrency: int,
+    *,
+    endpoint: str | None = None,
+    seeds: Sequence[int] | None = None,
+) -> str:
+    """The demo's sweep spec (TOML) for ``options`` against ``base_url``; ``endpoint`` names it (default: the
+    demo's endpoint), ``seeds`` replaces ``1 … options.seeds``."""
+    return _SPEC.format(
+        endpoint=endpoint or options.endpoint,
+        seed=options.seed,
+        base_url=base_url,
+        model=model,
+        concurrency=concurrency,
+        personas=", ".join(f'"{p}"' for p in PERSONAS),
+        reply_format=options.reply_format,
+        seeds=", ".join(str(s) for s in (seeds if seeds is not None else range(1, options.seeds + 1))),
+        temperature=options.temperature,
+        max_tokens=options.max_tokens,
+        constraint=options.constraint,
+        measurement=options.measurement,
+    )
+
+
 def run_demo(out: str | Path, options: DemoOptions = DemoOptions()) -> DemoResult:
     """Run, analyse and report the demo sweep into ``out``/run; returns its paths and headline numbers."""
     # Imported here: ``hofcat --help`` reads this module's options and must not load every stage.
@@ -101,22 +128,7 @@ def run_demo(out: str | Path, options: DemoOptions = DemoOptions()) -> DemoResul
     run_dir = out / "run"
     with _endpoint(options) as (base_url, model, concurrency):
         spec_path = out / "spec.toml"
-        spec_path.write_text(
-            _SPEC.format(
-                endpoint=options.endpoint,
-                seed=options.seed,
-                base_url=base_url,
-                model=model,
-                concurrency=concurrency,
-                personas=", ".join(f'"{p}"' for p in PERSONAS),
-                reply_format=options.reply_format,
-                seeds=", ".join(str(s) for s in range(1, options.seeds + 1)),
-                temperature=options.temperature,
-                max_tokens=options.max_tokens,
-                constraint=options.constraint,
-                measurement=options.measurement,
-            )
-        )
+        spec_path.write_text(demo_spec_text(options, base_url, model, concurrency))
         result = run_sweep(parse_spec(spec_path.read_text(), source=str(spec_path)), run_dir)
         if result.interrupted:
             raise KeyboardInterrupt
