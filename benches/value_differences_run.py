@@ -10,9 +10,12 @@ model × language pairs of its Figure 2d), Table 5's identity-context correlatio
 
 from __future__ import annotations
 
+import contextlib
+import re
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -21,13 +24,15 @@ from runner.analyze.run import AnalysisOptions, analyze_run
 from runner.endpoints.sim import SimConfig, SimServerThread
 from runner.report.html import render_report
 from runner.sweep.session import run_sweep
-from runner.sweep.spec import parse_spec
+from runner.sweep.spec import Spec, parse_spec
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "runner" / "data" / "examples" / "value_differences.toml"
 
 
-def main() -> None:
-    run = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp()) / "run"
+@contextlib.contextmanager
+def two_model_sizes(seeds: int | None = None) -> Iterator[Spec]:
+    """The example spec against two started simulators: "small" (signal 0.25) and "large" (signal 3.0); ``seeds``
+    replaces its seeds with 1 … ``seeds`` (None: the example's 1–10). The simulators stop when the block ends."""
     with (
         SimServerThread(SimConfig(seed=1, signal=0.25, model="sim-small")) as small,
         SimServerThread(SimConfig(seed=2, signal=3.0, model="sim-large")) as large,
@@ -36,8 +41,16 @@ def main() -> None:
         text = text.replace("http://127.0.0.1:8011/v1", small.base_url).replace(
             "http://127.0.0.1:8012/v1", large.base_url
         )
+        if seeds is not None:
+            text = re.sub(r"(?m)^seeds = .*$", f"seeds = {list(range(1, seeds + 1))}", text)
+        yield parse_spec(text, source=str(EXAMPLE))
+
+
+def main() -> None:
+    run = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp()) / "run"
+    with two_model_sizes() as spec:
         started = time.perf_counter()
-        run_sweep(parse_spec(text, source=str(EXAMPLE)), run, live=False)
+        run_sweep(spec, run, live=False)
         sweep_s = time.perf_counter() - started
     started = time.perf_counter()
     out = analyze_run(run, AnalysisOptions.value_differences())

@@ -26,8 +26,9 @@ class EchoingServer(ShapeServer):
         return web.json_response({"error": f"invalid key: {request.headers.get('Authorization')}"}, status=401)
 
 
-def _run(spec: Path, out: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HOFCAT_PLANTED_KEY": KEY}
+def _run(spec: Path, out: Path, key: str = KEY) -> subprocess.CompletedProcess:
+    """``hofcat run SPEC --out OUT`` in a child process, with ``key`` in the spec's key variable."""
+    env = {**os.environ, "HOFCAT_PLANTED_KEY": key}
     return subprocess.run(
         [sys.executable, "-m", "runner.cli", "run", str(spec), "--out", str(out), "--log-every", "0.2"],
         capture_output=True,
@@ -101,17 +102,6 @@ def test_missing_key_variable_is_a_spec_error_naming_the_variable(tmp_path: Path
 LONG_KEY = "sk-proj-7Hq2Lw9Zt4Xb8Nc3Vm6Rk1Jp5Yd0Ue"
 
 
-def _run_with(spec: Path, out: Path, key: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HOFCAT_PLANTED_KEY": key}
-    return subprocess.run(
-        [sys.executable, "-m", "runner.cli", "run", str(spec), "--out", str(out), "--log-every", "0.2"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-
-
 def _assert_no_piece_of(key: str, out: Path, *logs: str) -> None:
     """Neither ``key`` nor any 8-character run of it in any file under ``out`` nor in ``logs``."""
     pieces = {key[i : i + 8] for i in range(len(key) - 7)}
@@ -147,7 +137,7 @@ def test_no_8_character_piece_of_a_key_survives_an_echo(tmp_path: Path) -> None:
                 design={"personas": ["China"], "questions": [1, 2, 3, 4, 5, 6], "temperature": [0.0]},
             )
         )
-        done = _run_with(spec, tmp_path / "run", LONG_KEY)
+        done = _run(spec, tmp_path / "run", LONG_KEY)
     assert done.returncode in (3, 4) and "Traceback" not in done.stderr, done.stderr
     failures = read_dataset(tmp_path / "run", "failures").to_pylist()
     assert failures and all("<redacted>" in f["error_message"] for f in failures)
@@ -175,11 +165,11 @@ def test_a_redirect_to_another_origin_never_carries_the_key(provider: str, tmp_p
         server.target = elsewhere.base_url.removesuffix("/v1")  # same host, another port: another origin
         spec = tmp_path / "spec.toml"
         spec.write_text(spec_text(server.base_url, endpoint=endpoint, design=design))
-        done = _run_with(spec, tmp_path / "run", LONG_KEY)
+        done = _run(spec, tmp_path / "run", LONG_KEY)
         server.target = ""  # a relative Location: the same origin, followed with the same POST
         same = tmp_path / "same.toml"
         same.write_text(spec_text(server.base_url, endpoint=endpoint, design=design))
-        again = _run_with(same, tmp_path / "same", LONG_KEY)
+        again = _run(same, tmp_path / "same", LONG_KEY)
     assert elsewhere.requests == []  # nothing, let alone the key, reached the other origin
     assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
     failures = read_dataset(tmp_path / "run", "failures").to_pylist()
@@ -202,7 +192,7 @@ def test_a_redirect_to_another_origin_never_carries_the_key(provider: str, tmp_p
 def test_a_key_written_into_base_url_is_refused_without_echoing_it(base_url: str, tmp_path: Path) -> None:
     spec = tmp_path / "spec.toml"
     spec.write_text(spec_text(base_url))
-    done = _run_with(spec, tmp_path / "run", LONG_KEY)
+    done = _run(spec, tmp_path / "run", LONG_KEY)
     assert done.returncode == 2 and not (tmp_path / "run").exists()
     (line,) = done.stderr.strip().splitlines()
     assert "base_url = 'http://127.0.0.1:9/v1<hidden>': must be a URL without user:password@" in line, line

@@ -11,37 +11,25 @@ known: models differ, languages do not, identities within a nation answer alike.
 from __future__ import annotations
 
 import json
-import re
-from pathlib import Path
 
 import polars as pl
 import pytest
 
+from benches.value_differences_run import two_model_sizes
 from runner.analyze.run import AnalysisOptions, analyze_run
-from runner.endpoints.sim import SimConfig, SimServerThread
 from runner.report.html import render_report
 from runner.sweep.session import run_sweep
-from runner.sweep.spec import parse_spec
 
 pytestmark = pytest.mark.slow  # a 10,000-request sweep and a full analysis (~40 s)
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "runner" / "data" / "examples" / "value_differences.toml"
 SEEDS = 2
 
 
 @pytest.fixture(scope="module")
 def analysis(tmp_path_factory):
     run = tmp_path_factory.mktemp("valuediff") / "run"
-    with (
-        SimServerThread(SimConfig(seed=1, signal=0.25, model="sim-small")) as small,
-        SimServerThread(SimConfig(seed=2, signal=3.0, model="sim-large")) as large,
-    ):
-        text = EXAMPLE.read_text(encoding="utf-8")
-        text = text.replace("http://127.0.0.1:8011/v1", small.base_url).replace(
-            "http://127.0.0.1:8012/v1", large.base_url
-        )
-        text = re.sub(r"(?m)^seeds = .*$", f"seeds = {list(range(1, SEEDS + 1))}", text)
-        run_sweep(parse_spec(text, source=str(EXAMPLE)), run, live=False)
+    with two_model_sizes(seeds=SEEDS) as spec:
+        run_sweep(spec, run, live=False)
     out = analyze_run(run, AnalysisOptions.value_differences(n_resamples=50, permutations=199))
     return run, out
 
