@@ -82,16 +82,9 @@ def batch_states(run_dir: str | Path) -> list[dict[str, Any]]:
 
 def failure_groups(run_dir: str | Path) -> list[dict[str, Any]]:
     """Cells failed for good (no later response), grouped by (error class, HTTP status, message); largest first."""
-    from runner.rundir import read_dataset
+    from runner.sweep.accounting import failed_for_good
 
-    done = set(read_dataset(run_dir, "responses", ["cell_key"]).column("cell_key").to_pylist())
-    failures = read_dataset(
-        run_dir, "failures", ["cell_key", "endpoint", "error_class", "http_status", "error_message"]
-    )
-    latest: dict[str, tuple] = {}  # a cell retried with --retry-failed may fail again: count it once, as it last failed
-    for row in zip(*(failures.column(c).to_pylist() for c in failures.column_names), strict=True):
-        if row[0] not in done:
-            latest[row[0]] = row[1:]
+    latest = failed_for_good(run_dir, ["endpoint", "error_class", "http_status", "error_message"])
     counts: Counter[tuple] = Counter()
     endpoints: dict[tuple, set[str]] = {}
     for endpoint, error_class, http_status, message in latest.values():

@@ -18,9 +18,10 @@ from runner.errors import InputError
 from runner.report import figures
 from runner.report.measurement import measurement_blocks
 from runner.report.page import Page, fmt_value
-from runner.rundir import RunWriter, read_dataset, read_output_json, read_output_table
+from runner.rundir import RunWriter, read_output_json, read_output_table
 from runner.survey.dimensions import DIMENSIONS
 from runner.survey.reference import ReferenceSet, load_reference
+from runner.sweep.accounting import failed_for_good
 
 __all__ = ["render_report"]
 
@@ -260,8 +261,9 @@ def render_report(run_dir: str | Path) -> Path:
 
 
 def _failures(root: Path) -> int:
+    """Cells failed for good (a failure and no stored response; a cell retried and stored is not one)."""
     try:
-        return read_dataset(root, "failures", ["cell_key"]).num_rows
+        return len(failed_for_good(root))
     except (OSError, KeyError, ValueError):  # analysis of a bare answers table: no store beside it
         return 0
 

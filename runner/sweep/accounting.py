@@ -9,6 +9,7 @@ batch APIs: half price). ``cost_max`` is the cost of the bounds at the endpoint'
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,24 @@ def plan_summary(spec: Spec) -> dict[str, Any]:
     }
 
 
+def failed_for_good(
+    run_dir: str | Path, columns: Sequence[str] = (), done: set[str] | None = None
+) -> dict[str, tuple[Any, ...]]:
+    """Cells with a failure and no stored response: cell key → ``columns`` of its last failure row (a cell retried
+    with --retry-failed may have failed again: it counts once, as it last failed). ``done``: the stored keys, when
+    the caller has read them already."""
+    from runner.rundir import read_dataset
+
+    if done is None:
+        done = set(read_dataset(run_dir, "responses", ["cell_key"]).column("cell_key").to_pylist())
+    failures = read_dataset(run_dir, "failures", ["cell_key", *columns])
+    latest: dict[str, tuple[Any, ...]] = {}
+    for key, *row in zip(*(failures.column(c).to_pylist() for c in failures.column_names), strict=True):
+        if key not in done:
+            latest[key] = tuple(row)
+    return latest
+
+
 def run_status(run_dir: str | Path) -> dict[str, Any]:
     """Done, failed, remaining cells, tokens and cost of a run directory, in total and per endpoint."""
     from runner.rundir import read_dataset, read_manifest
@@ -93,12 +112,8 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
     manifest = read_manifest(run_dir)
     spec = spec_from_dict(manifest["spec"], source=f"{run_dir}/manifest.json spec")
     responses = read_dataset(run_dir, "responses", ["cell_key", "endpoint", "input_tokens", "output_tokens"])
-    failures = read_dataset(run_dir, "failures", ["cell_key", "endpoint"])
     done_keys = set(responses.column("cell_key").to_pylist())
-    failed = {}
-    for key, name in zip(failures.column("cell_key").to_pylist(), failures.column("endpoint").to_pylist(), strict=True):
-        if key not in done_keys:
-            failed[key] = name
+    failed = {key: row[0] for key, row in failed_for_good(run_dir, ["endpoint"], done_keys).items()}
     planned = manifest["plan"]["cells"]
     per_endpoint = {}
     for endpoint in spec.endpoints:
