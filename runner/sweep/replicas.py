@@ -99,10 +99,6 @@ class ReplicaTransport:
         n = len(self.replicas)
         return sorted(ready, key=lambda r: (r.in_flight, (self.replicas.index(r) - self._turn) % n))
 
-    def choose(self) -> Replica | None:
-        """The replica the next request would go to, limits aside (None: every one at capacity)."""
-        return next(iter(self.candidates()), None)
-
     async def _take(self, call: HttpCall) -> tuple[Replica, Ticket | None, bool]:
         """The first candidate whose limiter admits ``call`` now, its admission ticket, and whether this
         request is its probe (it is out); holds one more request on it. Waits while every replica is at
@@ -201,7 +197,7 @@ async def _try_admit(limiter: RateLimiter | None, charge: int, reserve: int) -> 
 
 def _limiter(limits: EndpointConfig | None, clock: Callable[[], float]) -> RateLimiter | None:
     """A replica's own limiter with the endpoint's limits (None when there are none to apply)."""
-    if limits is None or (limits.requests_per_minute is None and limits.tokens_per_minute is None and not limits.burst):
+    if limits is None or not limits.rate_limited:
         return None
     return RateLimiter(
         limits.requests_per_minute,

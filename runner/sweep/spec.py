@@ -80,6 +80,11 @@ class EndpointConfig:
     base_urls: tuple[str, ...] = ()  # replicas serving the same model (runner/sweep/replicas.py); () = base_url only
     replica_limits: str = "endpoint"  # endpoint: limits shared by all replicas (one key) | replica: each its own
 
+    @property
+    def rate_limited(self) -> bool:
+        """Whether any request, token or burst limit is set (each is None when unlimited)."""
+        return any(x is not None for x in (self.requests_per_minute, self.tokens_per_minute, self.burst))
+
 
 @dataclass(frozen=True, slots=True)
 class Identities:

@@ -133,8 +133,7 @@ def check_for_ray(spec: Spec, selection: Selection) -> None:
     for e in selection.endpoints:
         if e.execution == "batch":
             raise UsageError(f"--ray: endpoint {e.name!r} has execution = 'batch'; run batch endpoints without --ray")
-        limited = any(x is not None for x in (e.requests_per_minute, e.tokens_per_minute, e.burst))
-        if e.base_urls and e.replica_limits == "replica" and limited:
+        if e.base_urls and e.replica_limits == "replica" and e.rate_limited:
             raise UsageError(
                 f"--ray: endpoint {e.name!r} has per-replica rate limits (replica_limits = 'replica'), which "
                 "each worker would apply on its own; use replica_limits = 'endpoint' or run without --ray"

@@ -105,8 +105,7 @@ class LimiterHost:
 
 def limited(endpoint: EndpointConfig) -> bool:
     """Whether the executor rate-limits ``endpoint`` (not with per-replica limits: ``executor_view``)."""
-    view = executor_view(endpoint)
-    return any(x is not None for x in (view.requests_per_minute, view.tokens_per_minute, view.burst))
+    return executor_view(endpoint).rate_limited
 
 
 def start_host(ray: ModuleType, endpoint: EndpointConfig, run_dir: Path) -> Any:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runner.errors import UnreadableBody
+from runner.sweep.spec import INT64_MAX  # the store's int64 columns: a token count past it is impossible
 
 if TYPE_CHECKING:
     from runner.sweep.spec import EndpointConfig
@@ -28,7 +29,6 @@ __all__ = [
     "provider_for",
 ]
 
-INT64_MAX = 2**63 - 1  # the store's token columns are int64: a count past it (or negative) is impossible
 _SURROGATE = re.compile("[\ud800-\udfff]")  # lone surrogates (JSON "\\ud800"): not encodable as UTF-8
 _SHORT = reprlib.Repr()  # a bounded, depth-safe repr for messages (keyword arguments need Python 3.12)
 _SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlist, _SHORT.maxdict = 3, 60, 60, 4, 4
