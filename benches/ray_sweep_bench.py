@@ -36,7 +36,7 @@ from benches.replicas_bench import capped_replica, spec_for
 from runner.endpoints.sim.log import max_in_window
 from runner.rundir import read_dataset
 from runner.sweep.cluster import ray_module, run_sweep_on_ray
-from runner.sweep.plan import select
+from runner.sweep.plan import count_cells, select
 from runner.sweep.session import run_sweep
 
 
@@ -66,7 +66,7 @@ def limit_check(rpm: int, cells: int) -> dict[str, float]:
         spec = dataclasses.replace(spec, endpoints=(endpoint,))
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "run"
-            first = select(spec, limit=2 * spec_cells(spec) // 3)
+            first = select(spec, limit=2 * count_cells(spec) // 3)
             t0 = time.perf_counter()
             on_ray = run_sweep_on_ray(spec, out, address=None, workers=2, stream=io.StringIO(), selection=first)
             rest = run_sweep(spec, out, stream=io.StringIO(), live=False)
@@ -88,13 +88,6 @@ def limit_check(rpm: int, cells: int) -> dict[str, float]:
         "allowed_1s": 2 * -(-rpm // 60),
         "load_1m": round(os.getloadavg()[0], 2),
     }
-
-
-def spec_cells(spec) -> int:
-    """The spec's planned cells."""
-    from runner.sweep.plan import count_cells
-
-    return count_cells(spec)
 
 
 def main() -> None:

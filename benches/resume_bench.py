@@ -121,7 +121,7 @@ def bench(cells: int, left: int, rounds: int, spread: bool) -> dict[str, float]:
 
     with SimProcess(["--seed", "1"]) as sim, tempfile.TemporaryDirectory(prefix="hofcat-bench-") as tmp:
         text = spec_text(sim.base_url, cells, 64)
-        spec, spec_path, base = parse_spec(text), Path(tmp) / "spec.toml", Path(tmp) / "base"
+        spec_path, base = Path(tmp) / "spec.toml", Path(tmp) / "base"
         spec_path.write_text(text)
         spec = parse_spec(text, source=str(spec_path))
         skipped = build_store(spec, base, left, spread)

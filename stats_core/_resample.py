@@ -61,7 +61,6 @@ class Strata:
     """Blocks that permutations stay inside (vegan's ``strata``, permute's ``how(blocks = …)``)."""
 
     labels: tuple  # sorted distinct stratum labels
-    sizes: np.ndarray  # objects per stratum
     order: np.ndarray  # (n,) int64: object indices stratum after stratum (stable: ascending within a stratum)
     starts: np.ndarray  # (strata + 1,) int64: stratum s is order[starts[s]:starts[s + 1]]
 
@@ -73,7 +72,7 @@ def strata_layout(value: object, n: int) -> Strata | None:
     codes, labels, sizes = _validate.grouping("strata", value, n, min_groups=1)
     order = np.argsort(codes, kind="stable").astype(np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    return Strata(labels, sizes, order, starts)
+    return Strata(labels, order, starts)
 
 
 def permuted_label_blocks(

@@ -63,6 +63,9 @@ def bootstrap_index_blocks(
     counts = [_validate.int_at_least("sizes", size, 1) for size in sizes]
     n_resamples = _validate.int_at_least("n_resamples", n_resamples, 1)
     block = _validate.int_at_least("block", block, 1)
+    if block >= n_resamples:  # one block: the draws themselves, without the pass that records states
+        yield bootstrap_indices(counts, n_resamples, seed)
+        return
     rng = np.random.default_rng(np.random.SeedSequence(_entropy(seed)))
     starts = range(0, n_resamples, block)
     states: list[list[dict]] = []
