@@ -17,8 +17,8 @@ import polars as pl
 from runner.errors import InputError
 from runner.report import figures
 from runner.report.measurement import measurement_blocks
-from runner.report.page import Page, fmt_value
-from runner.rundir import RunWriter, read_output_json, read_output_table
+from runner.report.page import Page, analysis_table, fmt_value
+from runner.rundir import RunWriter, read_output_json
 from runner.survey.dimensions import DIMENSIONS
 from runner.survey.reference import ReferenceSet, load_reference
 from runner.sweep.accounting import failed_for_good
@@ -43,12 +43,6 @@ TABLES = (
     "warnings",
     "reliability",
 )
-
-
-def _read(run_dir: Path, name: str) -> pl.DataFrame:
-    """One analysis table (empty when the analysis did not produce it)."""
-    data = read_output_table(run_dir, "analysis", name)
-    return pl.DataFrame() if data is None else pl.from_arrow(data)
 
 
 def _condition(frame: pl.DataFrame, factors: list[str]) -> pl.Expr:
@@ -274,7 +268,7 @@ def _render(out: RunWriter, summary: dict) -> Path:
     factors = list(summary["design"]["factors"])
     reference = load_reference(summary["reference"]["name"])
     manifest = summary.get("run_manifest") or {}
-    t = {name: _read(root, name) for name in TABLES}
+    t = {name: analysis_table(root, name) for name in TABLES}
     boot = summary["bootstrap"]
     seed = int(boot["seed"])
     estimand = summary.get("intervals") or {}

@@ -13,21 +13,15 @@ from typing import Any
 
 import polars as pl
 
-from runner.report.page import Page
-from runner.rundir import read_output_table
+from runner.report.page import Page, analysis_table
 
 __all__ = ["measurement_blocks"]
-
-
-def _read(run_dir: Path, name: str) -> pl.DataFrame:
-    data = read_output_table(run_dir, "analysis", name)
-    return pl.DataFrame() if data is None else pl.from_arrow(data)
 
 
 def measurement_blocks(page: Page, run_dir: Path, manifest: dict[str, Any]) -> list[str]:
     """HTML blocks: measurement per endpoint, fallbacks, beyond-chance scores and position bias."""
     blocks = []
-    measured = _read(run_dir, "measurement")
+    measured = analysis_table(run_dir, "measurement")
     fallback = manifest.get("measurement_fallback") or {}
     if fallback:
         items = "".join(
@@ -44,7 +38,7 @@ def measurement_blocks(page: Page, run_dir: Path, manifest: dict[str, Any]) -> l
                 "(with_probs); mean option mass before renormalising; share below the low-mass threshold",
             )
         )
-    baselines = _read(run_dir, "baselines")
+    baselines = analysis_table(run_dir, "baselines")
     if baselines.height:
         cat = baselines.filter(pl.col("dimension") == "cat").drop("dimension")
         blocks.append(
@@ -65,7 +59,7 @@ def measurement_blocks(page: Page, run_dir: Path, manifest: dict[str, Any]) -> l
                 collapse=True,
             )
         )
-    bias = _read(run_dir, "position_bias")
+    bias = analysis_table(run_dir, "position_bias")
     if bias.height:
         blocks.append(
             page.table(

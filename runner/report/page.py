@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
-from runner.rundir import RunWriter
+from runner.rundir import RunWriter, read_output_table
 
 __all__ = ["Page", "fmt_value"]
 
@@ -54,6 +54,12 @@ document.querySelectorAll('table.sortable th').forEach(function (th, i) {
 """
 
 COLLAPSE_ROWS = 12  # longer tables are folded into <details>
+
+
+def analysis_table(run_dir: Path, name: str) -> pl.DataFrame:
+    """One table of ``run_dir``'s analysis (empty when the analysis did not produce it)."""
+    data = read_output_table(run_dir, "analysis", name)
+    return pl.DataFrame() if data is None else pl.from_arrow(data)
 
 
 def fmt_value(value: object) -> str:
@@ -114,8 +120,6 @@ class Page:
     def __init__(self, out: RunWriter) -> None:
         self.out = out
         self.parts: list[str] = []
-        self.figure_names: list[str] = []
-        self.table_names: list[str] = []
         for sub in ("figures", "tables"):
             (out.layout.output("report") / sub).mkdir(parents=True, exist_ok=True)
 
@@ -149,7 +153,6 @@ class Page:
             images[kind] = buf.getvalue()
             self._save(f"figures/{name}.{kind}", images[kind])
         plt.close(fig)
-        self.figure_names.append(name)
         data = base64.b64encode(images["png"]).decode("ascii")
         shown = html.escape("|".join(shows))
         return (
@@ -167,7 +170,6 @@ class Page:
         self._save(f"tables/{name}.csv", csv.encode())
         self._save(f"tables/{name}.md", _markdown(flat, caption).encode())
         self._save(f"tables/{name}.tex", _latex(flat, caption).encode())
-        self.table_names.append(name)
         text = [c for c, t in frame.schema.items() if t == pl.String or isinstance(t, pl.List | pl.Categorical)]
         head = "".join(f'<th class="{"l" if c in text else ""}">{html.escape(c)}</th>' for c in frame.columns)
         rows = "".join(

@@ -57,14 +57,10 @@ class BatchJournal:
     def __init__(self, writer: RunWriter) -> None:
         self.writer = writer
         self.folder = writer.layout.output(_STAGE)
-        self.entries: dict[str, BatchEntry] = {}
-        path = self.folder / _FILE
-        if path.is_file():
-            try:
-                raw = json.loads(path.read_text(encoding="utf-8"))
-                self.entries = {e["tag"]: BatchEntry(**e) for e in raw["batches"]}
-            except (ValueError, KeyError, TypeError) as exc:
-                raise RunDirError(f"{path}: not a readable batch journal ({exc})") from None
+        try:
+            self.entries = {e["tag"]: BatchEntry(**e) for e in read_journal(writer.layout.root)}
+        except (KeyError, TypeError) as exc:  # entries of another shape
+            raise RunDirError(f"{self.folder / _FILE}: not a readable batch journal ({exc})") from None
 
     def save(self) -> None:
         """Replace the journal file atomically."""

@@ -121,12 +121,11 @@ def rank_agreement(
         raise InputError(f"undefined_tau: {undefined_tau!r} is not one of {', '.join(POLICIES)}")
     x = np.asarray(indices, dtype=np.float64)
     ref = np.asarray(reference, dtype=np.float64)
-    if x.ndim == 3 and x.shape[2] == len(DIMENSIONS) and ref.shape == x.shape[1:]:
-        # exact ties among the countries of a group and dimension (module docstring)
-        x = np.moveaxis(merge_ties(np.moveaxis(x, 1, 2)), 2, 1)
-        ref = merge_ties(ref.T).T
     if x.ndim != 3 or x.shape[2] != len(DIMENSIONS) or ref.shape != x.shape[1:]:
         raise InputError(f"indices {x.shape} must be (groups, countries, 6) and reference {ref.shape} (countries, 6)")
+    # exact ties among the countries of a group and dimension (module docstring)
+    x = np.moveaxis(merge_ties(np.moveaxis(x, 1, 2)), 2, 1)
+    ref = merge_ties(ref.T).T
     groups = x.shape[0]
     compared = np.isfinite(ref)
     kendall = np.full((groups, len(DIMENSIONS)), np.nan)

@@ -26,6 +26,10 @@ DEFAULT_LANGUAGE_COUNTRIES: dict[str, str] = {
 }
 
 
+# The faults drawn per attempt, each a probability.
+ATTEMPT_FAULTS = ("error_rate", "malformed_rate", "hang_rate", "refusal_rate", "chatty_rate", "ambiguous_rate")
+
+
 @dataclass(frozen=True, slots=True)
 class Latency:
     """A per-request latency distribution in milliseconds.
@@ -122,8 +126,7 @@ class SimConfig:
     log_path: Path | None = None
 
     def __post_init__(self) -> None:
-        probabilities = ("error_rate", "malformed_rate", "hang_rate", "refusal_rate", "chatty_rate", "ambiguous_rate")
-        for name in (*probabilities, "batch_error_rate", "batch_expire_rate"):
+        for name in (*ATTEMPT_FAULTS, "batch_error_rate", "batch_expire_rate"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0.0 <= value <= 1.0):
                 raise SimConfigError(name, value, "a probability in [0, 1]")
@@ -148,10 +151,7 @@ class SimConfig:
     @cached_property
     def any_attempt_fault(self) -> bool:
         """True when some fault is drawn per attempt (the server then counts attempts per request)."""
-        return any(
-            getattr(self, n) > 0
-            for n in ("error_rate", "malformed_rate", "hang_rate", "refusal_rate", "chatty_rate", "ambiguous_rate")
-        )
+        return any(getattr(self, n) > 0 for n in ATTEMPT_FAULTS)
 
     def as_dict(self) -> dict[str, object]:
         """A JSON-ready description (for /sim/stats and logs)."""
