@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from runner.sweep.spec import EndpointConfig, Spec, spec_from_dict
@@ -86,6 +87,17 @@ def plan_summary(spec: Spec) -> dict[str, Any]:
     }
 
 
+def endpoint_usage(responses: pa.Table, endpoint: str) -> tuple[int, int, int]:
+    """(stored responses, input tokens, output tokens) of ``endpoint`` in a responses table with those columns;
+    unreported counts add nothing."""
+    mine = responses.filter(pc.equal(responses.column("endpoint"), endpoint))
+    return (
+        mine.num_rows,
+        pc.sum(mine.column("input_tokens")).as_py() or 0,
+        pc.sum(mine.column("output_tokens")).as_py() or 0,
+    )
+
+
 def failed_for_good(
     run_dir: str | Path, columns: Sequence[str] = (), done: set[str] | None = None
 ) -> dict[str, tuple[Any, ...]]:
@@ -117,15 +129,13 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
     planned = manifest["plan"]["cells"]
     per_endpoint = {}
     for endpoint in spec.endpoints:
-        mine = responses.filter(pc.equal(responses.column("endpoint"), endpoint.name))
-        tokens_in = pc.sum(mine.column("input_tokens")).as_py() or 0
-        tokens_out = pc.sum(mine.column("output_tokens")).as_py() or 0
+        done, tokens_in, tokens_out = endpoint_usage(responses, endpoint.name)
         bound = estimate(spec, endpoint)
         per_endpoint[endpoint.name] = {
             "input_tokens_max": bound.input_bound,  # the plan's bounds, to compare spending with
             "output_tokens_max": bound.output_tokens,
             "cost_max": cost(endpoint, bound.input_bound, bound.output_tokens),
-            "done": mine.num_rows,
+            "done": done,
             "failed": sum(1 for n in failed.values() if n == endpoint.name),
             "input_tokens": tokens_in,
             "output_tokens": tokens_out,

@@ -305,16 +305,14 @@ def token_bounds(spec: Spec, writer: RunWriter, progress: Progress) -> dict[str,
     not cover) is noted, so a cost preview is never silently wrong.
     """
     from runner.rundir.reader import read_dataset
+    from runner.sweep.accounting import endpoint_usage
     from runner.sweep.plan import estimate
 
-    used = read_dataset(writer.layout, "responses", ["endpoint", "input_tokens"])
-    totals: dict[str, int] = {}
-    for name, tokens in zip(used.column("endpoint").to_pylist(), used.column("input_tokens").to_pylist(), strict=True):
-        totals[name] = totals.get(name, 0) + (tokens or 0)
+    used = read_dataset(writer.layout, "responses", ["endpoint", "input_tokens", "output_tokens"])
     out = {}
     for endpoint in spec.endpoints:
         bound = estimate(spec, endpoint).input_bound
-        spent = totals.get(endpoint.name, 0)
+        spent = endpoint_usage(used, endpoint.name)[1]
         out[endpoint.name] = {"input_tokens": spent, "input_tokens_max": bound, "held": spent <= bound}
         if spent > bound:
             progress.note(
