@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from runner.parse import PARSER_VERSION, Answer, ParseResult, parse_reply
 from runner.parse.blocks import blocked_result, is_provider_block
+from runner.parse.option_labels import letters_as_positions
 from runner.rundir.schema import AnswerRow, table
 from runner.survey.cell import Framing, PromptCell
 
@@ -35,7 +36,7 @@ CELL_COLUMNS = (
 )
 # What else the parse stage reads: the stored finish reason, where a provider-side block shows (a refusal
 # whatever the text: runner.parse.blocks). Parts without the column parse from text alone.
-PARSE_COLUMNS = (*CELL_COLUMNS, "finish_reason")
+PARSE_COLUMNS = (*CELL_COLUMNS, "finish_reason", "option_labels")
 VERSION_KEY = "hofcat.parser_version"  # answers parts carry their parser's version in the schema metadata
 
 
@@ -67,18 +68,24 @@ def answers_table(responses: pa.Table, parser: Parser = CURRENT) -> pa.Table:
     """Answers (``AnswerRow`` schema, parser version in the metadata) of every response row, in row order.
 
     A row whose ``finish_reason`` (when the table has one) is a provider-side block is a ``refusal`` for each
-    of its questions, whatever its text (``runner.parse.blocks``)."""
+    of its questions, whatever its text (``runner.parse.blocks``); a reply to a letter-labelled prompt
+    (``option_labels``, when the table has it) is read with its letters as positions
+    (``runner.parse.option_labels``)."""
     columns = responses.select(list(CELL_COLUMNS)).to_pydict()
-    has_finish = "finish_reason" in responses.column_names
-    finishes = responses.column("finish_reason").to_pylist() if has_finish else [None] * responses.num_rows
+    finishes, labels = (
+        responses.column(name).to_pylist() if name in responses.column_names else [None] * responses.num_rows
+        for name in ("finish_reason", "option_labels")
+    )
     # Few distinct prompts, and many identical short replies to each: build each cell and parse each
     # (reply, cell) once per table, keyed by the flat factor tuple (cheaper to hash than the cell).
     cells: dict[tuple[Any, ...], PromptCell] = {}
     parsed: dict[tuple[str, tuple[Any, ...]], tuple[Answer, ...]] = {}
     rows: list[AnswerRow] = []
-    for finish, key, text, *factors in zip(finishes, *columns.values(), strict=True):
+    for finish, labelled, key, text, *factors in zip(finishes, labels, *columns.values(), strict=True):
         factors[2], factors[7] = tuple(factors[2]), tuple(factors[7])  # questions, option_order
         factor_key, text = tuple(factors), text or ""
+        if labelled == "letters":  # "B" is the option shown second: read as its position
+            text = letters_as_positions(text)
         blocked = finish is not None and is_provider_block(finish)
         answers = None if blocked else parsed.get((text, factor_key))
         if answers is None:
