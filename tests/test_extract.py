@@ -19,6 +19,8 @@ from collections import Counter
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from _loopback_server import LoopbackServer
@@ -26,7 +28,7 @@ from _runner_support import make_spec, spec_text
 from runner.analyze.run import AnalysisOptions, analyze_run
 from runner.cli import main as cli
 from runner.endpoints.sim import SimConfig, SimServerThread
-from runner.errors import UsageError
+from runner.errors import RunDirError, UsageError
 from runner.extract.overlay import with_extractions
 from runner.extract.request import MAX_REPLY_CHARS, constraint_fields, extractor_messages, read_extraction
 from runner.extract.stage import extract_answers, stored_extractions
@@ -161,6 +163,20 @@ def test_ambiguous_answers_are_extracted_stored_apart_and_never_sent_twice(tmp_p
     (entry,) = manifest["extractions"]
     assert entry["endpoint"] == "sim" and entry["model"] == "sim-1" and entry["sent"] == ambiguous
     assert entry["stored"] == {"extracted": ambiguous} and entry["statuses"] == ["ambiguous"]
+
+
+def test_an_extractions_part_whose_keys_changed_is_refused_with_its_name(tmp_path: Path) -> None:
+    """Extraction parts carry the key digest every other part has: a rewritten cell key is caught on read."""
+    run = tmp_path / "run"
+    with SimServerThread(SimConfig(seed=3, ambiguous_rate=0.5)) as sim:
+        extract_answers(run, _swept(sim, run), constraint="grammar", batch_rows=4)
+    part = min((run / "extractions").glob("part-*.parquet"))
+    data = pq.read_table(part)
+    keys = data.column("cell_key").to_pylist()
+    keys[0] = keys[0][::-1]  # same schema and metadata (the digest of the old keys), another key
+    pq.write_table(data.set_column(0, "cell_key", pa.array(keys, pa.string())), part)
+    with pytest.raises(RunDirError, match=rf"{part.name} is corrupt \(checksum mismatch\): cell_key digest"):
+        stored_extractions(run)
 
 
 def test_the_analysis_scores_extracted_answers_only_when_asked(tmp_path: Path) -> None:

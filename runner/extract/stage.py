@@ -130,7 +130,7 @@ def stored_extractions(run_dir: str | Path | RunDir, columns: Sequence[str] | No
     layout = run_dir if isinstance(run_dir, RunDir) else RunDir(Path(run_dir))
     schema = schema_of(ExtractionRow)
     cols = list(columns) if columns is not None else schema.names
-    parts = [read_part(layout.part(DATASET, n), cols) for n in layout.parts(DATASET)]
+    parts = [read_part(layout.part(DATASET, n), cols, "cell_key") for n in layout.parts(DATASET)]
     if not parts:
         return pa.schema([schema.field(c) for c in cols]).empty_table()
     return pa.concat_tables(parts, promote_options="default")

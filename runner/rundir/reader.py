@@ -50,7 +50,13 @@ _SCHEMAS = {
 }
 
 
-KEY_COLUMNS = {"responses": "cell_key", "failures": "cell_key", "answers": "cell_key", "prompts": "prompt_hash"}
+KEY_COLUMNS = {
+    "responses": "cell_key",
+    "failures": "cell_key",
+    "answers": "cell_key",
+    "prompts": "prompt_hash",
+    "extractions": "cell_key",  # runner.extract's dataset
+}
 DIGEST_KEY = b"hofcat.key_digest"
 
 
