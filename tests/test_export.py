@@ -140,3 +140,26 @@ def test_each_answer_names_the_session_that_sent_it(tmp_path):
         run_session(spec, tmp_path / "run")
     table = pl.read_parquet(export_run(tmp_path / "run").path)
     assert table.group_by("session").agg(pl.col("cell_key").n_unique()).sort("session").rows() == [(1, 3), (2, 13)]
+
+
+def test_a_part_whose_keys_changed_is_refused_not_exported(run_dir, tmp_path):
+    """The export reads parts through the run directory's reader: a changed key fails naming the part."""
+    import shutil
+
+    import pyarrow as pa
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    part = min((copy / "responses").glob("part-*.parquet"))
+    data = pq.read_table(part)
+    keys = data.column("cell_key").to_pylist()
+    keys[0] = keys[0][::-1]  # same metadata (the digest of the old keys), another key
+    pq.write_table(data.set_column(data.schema.get_field_index("cell_key"), "cell_key", pa.array(keys)), part)
+    done = subprocess.run(
+        [sys.executable, "-m", "runner.cli", "export", str(copy), "--out", str(tmp_path / "x.parquet")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"{part.name} is corrupt (checksum mismatch): cell_key digest" in done.stderr
+    assert not (tmp_path / "x.parquet").exists()

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from runner.analyze.load import language_countries
 from runner.errors import InputError
 from runner.parse.stage import update_answers
-from runner.rundir import PartPair, RunWriter, part_pairs, read_manifest
+from runner.rundir import PartPair, RunWriter, part_columns, part_pairs, read_manifest, read_part
 
 __all__ = ["EXPORT_FORMATS", "ExportResult", "export_run", "tidy_batches"]
 
@@ -157,9 +157,10 @@ def tidy_batches(run_dir: str | Path) -> tuple[pa.Schema, Iterator[pa.Table]]:
 
     def batches() -> Iterator[pa.Table]:
         for pair in pairs:
-            answers = pq.read_table(pair.answers)
-            have = set(pq.read_schema(pair.responses).names)  # older parts may lack newer columns
-            responses = pq.read_table(pair.responses, columns=[c for c in wanted if c in have])
+            # through the run directory's reader: page checksums and key digests verified, a corrupt part named
+            answers = read_part(pair.answers, None, "cell_key")
+            have = set(part_columns(pair.responses))  # older parts may lack newer columns
+            responses = read_part(pair.responses, [c for c in wanted if c in have], "cell_key")
             # answers part N was parsed from responses part N, so every answer's cell is in this part
             cells = responses.take(pc.index_in(answers.column("cell_key"), value_set=responses.column("cell_key")))
             country, source = _country(cells, countries)
