@@ -22,9 +22,8 @@ import asyncio
 import dataclasses
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -44,6 +43,7 @@ from runner.parse.stage import update_answers
 from runner.rundir import RunDir, RunWriter, part_columns, part_pairs, read_manifest, read_part, table
 from runner.rundir.admissions import AdmissionLog
 from runner.rundir.layout import part_id, part_number
+from runner.rundir.schema import arrow_field, schema_of
 from runner.rundir.writer import now_iso
 from runner.survey.cell import PromptCell
 from runner.sweep.execute import api_key_for
@@ -69,37 +69,32 @@ DATASET = "extractions"
 _MESSAGE_CHARS = 500
 
 
-def _arrow(arrow_type: pa.DataType) -> Any:
-    """A row field stored as an Arrow column of ``arrow_type`` (the run directory's schema convention)."""
-    return field(metadata={"arrow": arrow_type})
-
-
 @dataclass(slots=True, kw_only=True)
 class ExtractionRow:
     """One extractor request about one question of one stored reply, and what came of it."""
 
-    cell_key: str = _arrow(pa.string())
-    question: int = _arrow(pa.int16())
-    parse_status: str = _arrow(pa.string())  # the parser's status it was asked about (ambiguous, ...)
-    parser_version: str = _arrow(pa.string())  # the parser that gave that status
-    status: str = _arrow(pa.string())  # extracted | none | unreadable | failed
-    option_id: int | None = _arrow(pa.int16())  # 1-5 when extracted
-    displayed: int | None = _arrow(pa.int16())  # the position the extractor named
-    extractor_endpoint: str = _arrow(pa.string())
-    extractor_provider: str = _arrow(pa.string())
-    extractor_model: str = _arrow(pa.string())  # the model requested
-    served_model: str | None = _arrow(pa.string())  # the model the server says answered
-    constraint: str = _arrow(pa.string())  # none | grammar | json_schema | choice
-    extractor_text: str | None = _arrow(pa.string())  # the extractor's raw reply (null when it failed)
-    finish_reason: str | None = _arrow(pa.string())
-    input_tokens: int | None = _arrow(pa.int64())
-    output_tokens: int | None = _arrow(pa.int64())
-    attempts: int = _arrow(pa.int32())
-    http_status: int | None = _arrow(pa.int16())
-    error_class: str | None = _arrow(pa.string())
-    error_message: str | None = _arrow(pa.string())  # redacted, at most 500 characters
-    started_at: int = _arrow(pa.timestamp("us", tz="UTC"))
-    finished_at: int = _arrow(pa.timestamp("us", tz="UTC"))
+    cell_key: str = arrow_field(pa.string())
+    question: int = arrow_field(pa.int16())
+    parse_status: str = arrow_field(pa.string())  # the parser's status it was asked about (ambiguous, ...)
+    parser_version: str = arrow_field(pa.string())  # the parser that gave that status
+    status: str = arrow_field(pa.string())  # extracted | none | unreadable | failed
+    option_id: int | None = arrow_field(pa.int16())  # 1-5 when extracted
+    displayed: int | None = arrow_field(pa.int16())  # the position the extractor named
+    extractor_endpoint: str = arrow_field(pa.string())
+    extractor_provider: str = arrow_field(pa.string())
+    extractor_model: str = arrow_field(pa.string())  # the model requested
+    served_model: str | None = arrow_field(pa.string())  # the model the server says answered
+    constraint: str = arrow_field(pa.string())  # none | grammar | json_schema | choice
+    extractor_text: str | None = arrow_field(pa.string())  # the extractor's raw reply (null when it failed)
+    finish_reason: str | None = arrow_field(pa.string())
+    input_tokens: int | None = arrow_field(pa.int64())
+    output_tokens: int | None = arrow_field(pa.int64())
+    attempts: int = arrow_field(pa.int32())
+    http_status: int | None = arrow_field(pa.int16())
+    error_class: str | None = arrow_field(pa.string())
+    error_message: str | None = arrow_field(pa.string())  # redacted, at most 500 characters
+    started_at: int = arrow_field(pa.timestamp("us", tz="UTC"))
+    finished_at: int = arrow_field(pa.timestamp("us", tz="UTC"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +120,6 @@ class _Candidate:
 
 def stored_extractions(run_dir: str | Path | RunDir, columns: Sequence[str] | None = None) -> pa.Table:
     """Every committed extractions part of ``run_dir`` in part order (``columns`` of them; empty if none)."""
-    from runner.rundir.schema import schema_of
-
     layout = run_dir if isinstance(run_dir, RunDir) else RunDir(Path(run_dir))
     schema = schema_of(ExtractionRow)
     cols = list(columns) if columns is not None else schema.names

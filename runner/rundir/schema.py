@@ -22,6 +22,7 @@ __all__ = [
     "AnswerRow",
     "PromptRow",
     "ResponseRow",
+    "arrow_field",
     "schema_of",
     "table",
 ]
@@ -29,8 +30,8 @@ __all__ = [
 _TS = pa.timestamp("us", tz="UTC")
 
 
-def _col(arrow_type: pa.DataType) -> Any:
-    """A dataclass field stored as an Arrow column of ``arrow_type``."""
+def arrow_field(arrow_type: pa.DataType) -> Any:
+    """A row dataclass field stored as an Arrow column of ``arrow_type`` (how every row type here declares one)."""
     return field(metadata={"arrow": arrow_type})
 
 
@@ -50,39 +51,39 @@ class ResponseRow:
     Rows with an error go to ``failures``, the others to ``responses``; both datasets share this schema.
     """
 
-    cell_key: str = _col(pa.string())
-    endpoint: str = _col(pa.string())
-    provider: str = _col(pa.string())
-    model: str = _col(pa.string())
-    language: str = _col(pa.string())
-    mode: str = _col(pa.string())
-    questions: tuple[int, ...] = _col(pa.list_(pa.int16()))
-    question: int | None = _col(pa.int16())  # the single question in item mode, null in survey mode
-    framing: str = _col(pa.string())
-    country: str | None = _col(pa.string())
-    age: int | None = _col(pa.int16())
-    gender: str | None = _col(pa.string())
-    option_order: tuple[int, ...] = _col(pa.list_(pa.int16()))
-    reply_format: str = _col(pa.string())
-    template_hash: str = _col(pa.string())
-    prompt_hash: str = _col(pa.string())
-    shuffle_seed: int | None = _col(pa.int64())
-    seed: int | None = _col(pa.int64())
-    temperature: float = _col(pa.float64())
-    top_p: float = _col(pa.float64())
-    max_tokens: int = _col(pa.int32())
-    constraint: str = _col(pa.string())  # constrained decoding: none, grammar, json_schema
-    response_text: str | None = _col(pa.string())
-    finish_reason: str | None = _col(pa.string())
-    input_tokens: int | None = _col(pa.int64())
-    output_tokens: int | None = _col(pa.int64())
-    latency_s: float | None = _col(pa.float64())
-    attempts: int = _col(pa.int32())
-    http_status: int | None = _col(pa.int16())
-    error_class: str | None = _col(pa.string())
-    error_message: str | None = _col(pa.string())
-    started_at: int = _col(_TS)  # µs since the Unix epoch
-    finished_at: int = _col(_TS)
+    cell_key: str = arrow_field(pa.string())
+    endpoint: str = arrow_field(pa.string())
+    provider: str = arrow_field(pa.string())
+    model: str = arrow_field(pa.string())
+    language: str = arrow_field(pa.string())
+    mode: str = arrow_field(pa.string())
+    questions: tuple[int, ...] = arrow_field(pa.list_(pa.int16()))
+    question: int | None = arrow_field(pa.int16())  # the single question in item mode, null in survey mode
+    framing: str = arrow_field(pa.string())
+    country: str | None = arrow_field(pa.string())
+    age: int | None = arrow_field(pa.int16())
+    gender: str | None = arrow_field(pa.string())
+    option_order: tuple[int, ...] = arrow_field(pa.list_(pa.int16()))
+    reply_format: str = arrow_field(pa.string())
+    template_hash: str = arrow_field(pa.string())
+    prompt_hash: str = arrow_field(pa.string())
+    shuffle_seed: int | None = arrow_field(pa.int64())
+    seed: int | None = arrow_field(pa.int64())
+    temperature: float = arrow_field(pa.float64())
+    top_p: float = arrow_field(pa.float64())
+    max_tokens: int = arrow_field(pa.int32())
+    constraint: str = arrow_field(pa.string())  # constrained decoding: none, grammar, json_schema
+    response_text: str | None = arrow_field(pa.string())
+    finish_reason: str | None = arrow_field(pa.string())
+    input_tokens: int | None = arrow_field(pa.int64())
+    output_tokens: int | None = arrow_field(pa.int64())
+    latency_s: float | None = arrow_field(pa.float64())
+    attempts: int = arrow_field(pa.int32())
+    http_status: int | None = arrow_field(pa.int16())
+    error_class: str | None = arrow_field(pa.string())
+    error_message: str | None = arrow_field(pa.string())
+    started_at: int = arrow_field(_TS)  # µs since the Unix epoch
+    finished_at: int = arrow_field(_TS)
     measurement: str = _optional(pa.string(), "sample")  # sample | distribution (null in older parts: sample)
     draw: int | None = _optional(pa.int16())  # K-sample fallback of a distribution cell: which reply (0-based)
     top_logprobs: tuple[tuple[str, float], ...] | None = _optional(TOP_LOGPROBS_TYPE)  # (token, logprob) pairs
@@ -103,13 +104,13 @@ class ResponseRow:
 class AnswerRow:
     """The parser's reading of one question of one stored reply."""
 
-    cell_key: str = _col(pa.string())
-    question: int = _col(pa.int16())
-    option_id: int | None = _col(pa.int16())  # 1-5, null unless status is "ok"
-    status: str = _col(pa.string())  # ok | refusal | no_answer | ambiguous | out_of_range | invalid_format
-    hedged: bool = _col(pa.bool_())
-    displayed: int | None = _col(pa.int16())  # position (1-5) the chosen option had in the prompt
-    parser_version: str = _col(pa.string())
+    cell_key: str = arrow_field(pa.string())
+    question: int = arrow_field(pa.int16())
+    option_id: int | None = arrow_field(pa.int16())  # 1-5, null unless status is "ok"
+    status: str = arrow_field(pa.string())  # ok | refusal | no_answer | ambiguous | out_of_range | invalid_format
+    hedged: bool = arrow_field(pa.bool_())
+    displayed: int | None = arrow_field(pa.int16())  # position (1-5) the chosen option had in the prompt
+    parser_version: str = arrow_field(pa.string())
     # distribution measurement: P(option 1..5) renormalised over the options, and their mass before that
     option_probs: tuple[float, ...] | None = _optional(pa.list_(pa.float64()))
     option_mass: float | None = _optional(pa.float64())
@@ -119,8 +120,8 @@ class AnswerRow:
 class PromptRow:
     """The exact messages of one prompt, stored once per run."""
 
-    prompt_hash: str = _col(pa.string())  # 16 hex digits of SHA-256 of messages_json
-    messages_json: str = _col(pa.string())
+    prompt_hash: str = arrow_field(pa.string())  # 16 hex digits of SHA-256 of messages_json
+    messages_json: str = arrow_field(pa.string())
 
 
 def schema_of(row_type: type) -> pa.Schema:
