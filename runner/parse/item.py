@@ -154,9 +154,9 @@ def from_json_value(value: object, t: str, ctx: Context) -> Answer:
 
 def _from_text(t: str, ctx: Context, has_digit: bool) -> Answer:
     lead = len(t) - len(t.lstrip(_MARKUP))
-    echo = t.count("=") >= 3
+    echo = t.count("=") >= 3  # the model echoed the scale ("1 = always, 2 = usually, ...")
     labels = label_candidates(t, ctx.labels, echo)
-    scan = Scan(t, ctx.order, labels, lead, has_digit)
+    scan = Scan(t, ctx.order, labels, lead, has_digit, echo)
     if (
         ctx.fallback is not None
         and not labels

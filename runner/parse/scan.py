@@ -61,11 +61,13 @@ class Scan:
         "t",
     )
 
-    def __init__(self, t: str, order: tuple[int, ...], labels: list[Candidate], lead: int, has_digit: bool) -> None:
+    def __init__(
+        self, t: str, order: tuple[int, ...], labels: list[Candidate], lead: int, has_digit: bool, echo: bool
+    ) -> None:
         self.t = t
         self.order = order
         self.lead = lead
-        self.echo = t.count("=") >= 3  # the model echoed the scale ("1 = always, 2 = usually, ...")
+        self.echo = echo  # the model echoed the scale ("1 = always, 2 = usually, ...")
         self.has_digit = has_digit
         self.labels = labels
         self.may_reference = any(word in t for word in _QUESTION_HINTS)
