@@ -128,8 +128,11 @@ def _quality(status: pl.DataFrame, failures: int) -> list[str]:
     return facts
 
 
-def _min_p(n: int) -> float:
-    """The smallest attainable two-sided permutation p-value of Kendall tau with ``n`` untied countries."""
+def _smallest_p(kendall: pl.DataFrame, n: int) -> float:
+    """The smallest two-sided tau p-value the design can reach: the analysis' exact attainable minima (ties
+    counted), or for an analysis without them 2 / n! (``n`` untied countries)."""
+    if kendall.height and "kendall_p_min" in kendall.columns:
+        return float(kendall["kendall_p_min"].min())
     return min(1.0, 2 / math.factorial(n)) if n >= 2 else 1.0
 
 
@@ -147,9 +150,9 @@ def _caveats(t: dict[str, pl.DataFrame], summary: dict[str, Any], reference: Ref
         n = int(cat["n_countries"].min())
         if n < 3:
             notes.append(f"a condition has only {n} countries with reference scores: tau is not defined there")
-        elif _min_p(n) > 0.05:
+        elif (smallest := _smallest_p(t["kendall"], n)) > 0.05:
             notes.append(
-                f"with {n} countries the smallest attainable two-sided p-value is {_min_p(n):.3f}: no dimension "
+                f"with {n} countries the smallest attainable two-sided p-value is {smallest:.3f}: no dimension "
                 "can be significant at 0.05 in this design"
             )
     missing = t["countries_without_reference"]
