@@ -35,7 +35,7 @@ from runner.sweep.batch_api import BatchAPI, BatchResult, batch_api
 from runner.sweep.outcome import Outcome, response_row
 from runner.sweep.plan import PlannedCell, iter_cells
 from runner.sweep.progress import Progress, RunStats
-from runner.sweep.providers import provider_for
+from runner.sweep.providers import HttpCall, provider_for
 from runner.sweep.spec import EndpointConfig, Spec
 from runner.sweep.transport import decode
 
@@ -104,39 +104,46 @@ class BatchRunner:
 
     # ---- submitting --------------------------------------------------------------------------------------
 
-    def _chunks(self, cells: Iterable[PlannedCell]) -> Iterator[list[PlannedCell]]:
-        """Cells grouped into batches within the request and byte limits (a byte estimate per request)."""
-        chunk: list[PlannedCell] = []
+    def _chunks(self, cells: Iterable[PlannedCell]) -> Iterator[list[tuple[PlannedCell, HttpCall]]]:
+        """Cells with their requests, grouped into batches within the request and byte limits (a byte estimate
+        per request); each request is built once, here."""
+        chunk: list[tuple[PlannedCell, HttpCall]] = []
         size = 0
-        for cell in cells:
-            estimate = 2 * len(self._request(cell).body.get("messages", "").__repr__()) + 512
+        for cell, call in self._requests(cells):
+            estimate = 2 * len(call.body.get("messages", "").__repr__()) + 512
             if chunk and (len(chunk) >= self.max_requests or size + estimate > self.max_bytes):
                 yield chunk
                 chunk, size = [], 0
-            chunk.append(cell)
+            chunk.append((cell, call))
             size += estimate
         if chunk:
             yield chunk
 
-    def _request(self, cell: PlannedCell):
+    def _requests(self, cells: Iterable[PlannedCell]) -> Iterator[tuple[PlannedCell, HttpCall]]:
+        """Each cell with the provider request that asks it."""
         from runner.sweep.execute import request_for
 
-        return self.provider.call(self.endpoint.base_url, self.api_key, request_for(cell))
+        for cell in cells:
+            yield cell, self.provider.call(self.endpoint.base_url, self.api_key, request_for(cell))
 
-    async def _submit_new(self, cells: list[PlannedCell], attempt: int) -> None:
-        entry = BatchEntry(
+    def _new_entry(self, n: int, attempt: int) -> BatchEntry:
+        """A journal entry for a batch of ``n`` cells not yet submitted (its tag: fresh, 16 hex digits)."""
+        return BatchEntry(
             tag=uuid.uuid4().hex[:16],
             endpoint=self.endpoint.name,
             provider=self.endpoint.provider,
-            n=len(cells),
+            n=n,
             attempt=attempt,
             created_unix=time.time(),
         )
-        self.journal.add(entry, [c.key for c in cells])  # before the provider hears of it
-        await self._submit(entry, cells)
 
-    async def _submit(self, entry: BatchEntry, cells: list[PlannedCell]) -> None:
-        calls = [(self.api.custom_id(entry.tag, c.key), self._request(c)) for c in cells]
+    async def _submit_new(self, requests: list[tuple[PlannedCell, HttpCall]], attempt: int) -> None:
+        entry = self._new_entry(len(requests), attempt)
+        self.journal.add(entry, [c.key for c, _ in requests])  # before the provider hears of it
+        await self._submit(entry, requests)
+
+    async def _submit(self, entry: BatchEntry, requests: list[tuple[PlannedCell, HttpCall]]) -> None:
+        calls = [(self.api.custom_id(entry.tag, c.key), call) for c, call in requests]
         batch_id = await self.api.submit(entry.tag, calls, lambda file_id: self.journal.update(entry, file_id=file_id))
         self.journal.update(entry, batch_id=batch_id, state="submitted")
         self.submitted += 1
@@ -155,7 +162,7 @@ class BatchRunner:
                 self.progress.note(f"{self.endpoint.name}: batch {found[-1].batch_id} found again for {entry.tag}")
                 continue
             keys = set(self.journal.keys(entry))
-            await self._submit(entry, self._cells_of(keys))
+            await self._submit(entry, list(self._requests(self._cells_of(keys))))
 
     # ---- polling and collecting ----------------------------------------------------------------------------
 
@@ -220,18 +227,11 @@ class BatchRunner:
             self._store(entry, cells[key], BatchResult(key, None, "no result in the batch output"), retry)
         self.commit()
         if retry:
-            new = BatchEntry(
-                tag=uuid.uuid4().hex[:16],
-                endpoint=self.endpoint.name,
-                provider=self.endpoint.provider,
-                n=len(retry),
-                attempt=entry.attempt + 1,
-                created_unix=time.time(),
-            )
+            new = self._new_entry(len(retry), entry.attempt + 1)
             self.journal.add(new, [c.key for c in retry])  # in flight from now: the old entry may close
             self.journal.update(entry, state="collected")
             self.collected += 1
-            await self._submit(new, retry)
+            await self._submit(new, list(self._requests(retry)))
             return
         self.journal.update(entry, state="collected")
         self.collected += 1
