@@ -158,14 +158,22 @@ def test_a_node_dying_mid_permanova_changes_nothing(cluster) -> None:
             result["remote"] = stats_core.permanova(distances, labels, permutations, seed=21)
         result["nodes"] = ray_run.nodes
 
-    thread = threading.Thread(target=call)
-    thread.start()
-    # every CPU busy means the third node is running one of the six ranges: kill the whole node now
-    deadline = time.monotonic() + 120
-    while ray.available_resources().get("CPU", 0) > 0:
-        assert thread.is_alive(), "the call finished before the third node took a range"
-        assert time.monotonic() < deadline, "the ranges never occupied every CPU"
-        time.sleep(0.05)
+    # every CPU busy means the third node is running one of the six ranges: kill the whole node then. On a
+    # loaded machine the call can end before the cluster reports every CPU busy (nothing was killed, nothing
+    # tested yet): such a call is run again, at most three times in all
+    for _ in range(3):
+        result.clear()
+        thread = threading.Thread(target=call)
+        thread.start()
+        deadline = time.monotonic() + 120
+        while ray.available_resources().get("CPU", 0) > 0 and thread.is_alive():
+            assert time.monotonic() < deadline, "the ranges never occupied every CPU"
+            time.sleep(0.05)
+        if thread.is_alive():
+            break
+        thread.join()
+    else:
+        pytest.fail("three calls each finished before the third node took a range")
     node = psutil.Process(doomed.pid)
     for proc in [*node.children(recursive=True), node]:
         try:
