@@ -145,7 +145,14 @@ SHAPES = {
 def test_every_shape_parses_in_linear_time(shape, cell):
     small, large = SHAPES[shape](200_000), SHAPES[shape](800_000)
     _cpu_seconds(small[:1000], cell)
-    # the fastest of repeated runs on each side: CPU time still moves with cache and GC noise on a busy machine
-    large_s = min(_cpu_seconds(large, cell) for _ in range(2))
-    ratio = large_s / max(min(_cpu_seconds(small, cell) for _ in range(3)), 5e-3)
-    assert ratio < 8, ratio  # linear: ~4; quadratic: ~16
+
+    def ratio() -> float:
+        # the fastest of repeated runs on each side: CPU time still moves with cache and GC noise on a busy machine
+        large_s = min(_cpu_seconds(large, cell) for _ in range(2))
+        return large_s / max(min(_cpu_seconds(small, cell) for _ in range(3)), 5e-3)
+
+    # measured again (at most three times) only when noise pushed it over: a quadratic parser reads ~16 every time
+    ratios = [ratio()]
+    while ratios[-1] >= 8 and len(ratios) < 3:
+        ratios.append(ratio())
+    assert ratios[-1] < 8, ratios  # linear: ~4; quadratic: ~16
