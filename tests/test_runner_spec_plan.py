@@ -55,7 +55,7 @@ def test_the_quickstart_example_is_the_issues_spec() -> None:
             {"endpoint": {"provider": "openia"}},
             "endpoints[0].provider = 'openia': must be one of anthropic, gemini, openai",
         ),
-        ({"endpoint": {"max_concurrency": 0}}, "endpoints[0].max_concurrency = 0: must be an integer >= 1"),
+        ({"endpoint": {"max_concurrency": 0}}, "endpoints[0].max_concurrency = 0: must be an integer 1-10000"),
         ({"endpoint": {"timeout_s": "60"}}, "endpoints[0].timeout_s = '60': must be a number > 0"),
         ({"endpoint": {"base_url": "127.0.0.1:8011"}}, "endpoints[0].base_url = '127.0.0.1:8011': must be an http"),
         ({"endpoint": {"api_key": "sk-secret"}}, "endpoints[0].api_key = '<hidden>': must be no key in a spec"),
@@ -222,7 +222,7 @@ INT64_MAX, INT32_MAX = 2**63 - 1, 2**31 - 1
         ({"design": {"seeds": [True]}}, "design.seeds = True: must be integers 0-"),  # a bool is not an int
         ({"design": {"max_tokens": True}}, "design.max_tokens = True: must be integers 1-"),
         ({"design": {"questions": [False]}}, "design.questions = False: must be question numbers 1-24"),
-        ({"endpoint": {"max_concurrency": True}}, "endpoints[0].max_concurrency = True: must be an integer >= 1"),
+        ({"endpoint": {"max_concurrency": True}}, "endpoints[0].max_concurrency = True: must be an integer 1-10000"),
     ],
 )
 def test_integers_past_what_the_store_holds_are_refused_naming_key_and_range(change: dict, needle: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from runner.commands._args import bounded_int, seed
 from runner.survey.vocab import UNDEFINED_TAU
 
 NAME = "analyze"
@@ -58,18 +59,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="score the answers `hofcat extract` restated (status extracted) instead of leaving them unparsed",
     )
-    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    parser.add_argument(
+        "--resamples", type=bounded_int(1, 10**7), default=1000, help="bootstrap resamples (default 1000)"
+    )
     parser.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
     parser.add_argument(
         "--permutations",
-        type=int,
+        type=bounded_int(0, 10**7),
         default=999,
         help="PERMANOVA/PERMDISP permutations, and the Monte Carlo relabellings of tau/CAT p-values beyond 9 "
         "countries (fewer are enumerated exactly) (default 999)",
     )
     parser.add_argument(
         "--max-points",
-        type=int,
+        type=bounded_int(2, 10**7),
         default=1000,
         help="respondents per set in distance-based measures; larger sets are subsampled (seeded)",
     )
@@ -92,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="vsm",
         help="what the report's t-SNE embeds: the six VSM scores of each point or its 24 items (default vsm)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of every resampling (default 0)")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of every resampling (default 0)")
     parser.add_argument("--factors", default=None, metavar="COL,...", help="condition columns (default: inferred)")
     parser.add_argument(
         "--units",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from runner.commands._args import bounded_int, seed
+
 NAME = "demo"
 HELP = (
     "Run a small sweep (4 personas × 24 questions × seeds, item mode) on a built-in endpoint — by default "
@@ -25,9 +27,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="llm: the local model (default); sim: the simulated endpoint (known truth)",
     )
     parser.add_argument("--model", default=d.model, help="for --endpoint llm: smollm2 (default) or PATH.gguf")
-    parser.add_argument("--seeds", type=int, default=d.seeds, help=f"sampling seeds per question (default {d.seeds})")
-    parser.add_argument("--slots", type=int, default=d.slots, help=f"llama.cpp parallel slots (default {d.slots})")
-    parser.add_argument("--seed", type=int, default=d.seed, help=f"master seed (default {d.seed})")
+    parser.add_argument(
+        "--seeds", type=bounded_int(1, 10**6), default=d.seeds, help=f"sampling seeds per question (default {d.seeds})"
+    )
+    parser.add_argument(
+        "--slots", type=bounded_int(1, 1024), default=d.slots, help=f"llama.cpp parallel slots (default {d.slots})"
+    )
+    parser.add_argument("--seed", type=seed, default=d.seed, help=f"master seed (default {d.seed})")
     parser.add_argument(
         "--measurement",
         choices=("distribution", "sample"),

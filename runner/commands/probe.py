@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from runner.commands._args import INT32_MAX, bounded_int, seed
 from runner.survey.vocab import PROVIDERS
 
 NAME = "probe"
@@ -27,9 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="model name sent in requests (required with --base-url)")
     parser.add_argument("--provider", default="openai", choices=PROVIDERS)
     parser.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
-    parser.add_argument("--repeats", type=int, default=6, help="requests per condition (default: 6)")
-    parser.add_argument("--max-tokens", type=int, default=24, help="reply length cap (default: 24)")
-    parser.add_argument("--seed", type=int, default=1234, help="the fixed seed (default: 1234)")
+    parser.add_argument("--repeats", type=bounded_int(2, 10**5), default=6, help="requests per condition (default: 6)")
+    parser.add_argument(
+        "--max-tokens", type=bounded_int(1, INT32_MAX), default=24, help="reply length cap (default: 24)"
+    )
+    parser.add_argument("--seed", type=seed, default=1234, help="the fixed seed (default: 1234)")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from runner.commands._args import bounded_int, port
+
 NAME = "serve-llm"
 HELP = (
     "Serve a local GGUF model (default: SmolLM2-135M-Instruct) through llama.cpp's OpenAI-compatible "
@@ -22,18 +24,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a known model name or a path to a .gguf file (default: smollm2)",
     )
     parser.add_argument(
-        "--port", type=int, default=0, help="TCP port on 127.0.0.1 (default: 0, a free port chosen by the server)"
+        "--port", type=port, default=0, help="TCP port on 127.0.0.1 (default: 0, a free port chosen by the server)"
     )
-    parser.add_argument("--slots", type=int, default=4, help="parallel requests decoded together (default: 4)")
+    parser.add_argument(
+        "--slots", type=bounded_int(1, 1024), default=4, help="parallel requests decoded together (default: 4)"
+    )
     parser.add_argument(
         "--ctx-size",
-        type=int,
+        type=bounded_int(64, 2**20),
         default=2048,
         metavar="TOKENS",
         help="context tokens per slot, prompt plus reply (default: 2048)",
     )
     parser.add_argument(
-        "--threads", type=int, default=None, help="CPU threads for decoding (default: all CPUs this process may use)"
+        "--threads",
+        type=bounded_int(1, 4096),
+        default=None,
+        help="CPU threads for decoding (default: all CPUs this process may use)",
     )
 
 

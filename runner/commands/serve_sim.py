@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from runner.commands._args import INT64_MAX, bounded_int, port, seed
+
 NAME = "serve-sim"
 HELP = "Serve simulated respondents with known VSM13 truth on an OpenAI-compatible endpoint (see docs/simulator.md)."
 
@@ -12,8 +14,8 @@ HELP = "Serve simulated respondents with known VSM13 truth on an OpenAI-compatib
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Address, generative model, limits and fault rates."""
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8011, help="port; 0 picks a free one (default 8011)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of every random choice the server makes")
+    parser.add_argument("--port", type=port, default=8011, help="port; 0 picks a free one (default 8011)")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of every random choice the server makes")
     parser.add_argument("--model", default="sim-1", help="model name listed by /v1/models (default sim-1)")
     parser.add_argument(
         "--reference", default="hofstede-2015", help="reference set name or CSV whose country scores drive the answers"
@@ -30,10 +32,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="0",
         help="latency: MS, uniform:LO:HI, exponential:MEAN or lognormal:MEDIAN:SIGMA (default 0)",
     )
-    parser.add_argument("--rpm", type=int, default=None, help="requests per minute before 429 (default unlimited)")
-    parser.add_argument("--burst", type=int, default=None, help="requests per second before 429 (default unlimited)")
     parser.add_argument(
-        "--tpm", type=int, default=None, help="tokens (prompt + max_tokens) per minute before 429 (default unlimited)"
+        "--rpm", type=bounded_int(1, INT64_MAX), default=None, help="requests per minute before 429 (default unlimited)"
+    )
+    parser.add_argument(
+        "--burst",
+        type=bounded_int(1, INT64_MAX),
+        default=None,
+        help="requests per second before 429 (default unlimited)",
+    )
+    parser.add_argument(
+        "--tpm",
+        type=bounded_int(1, INT64_MAX),
+        default=None,
+        help="tokens (prompt + max_tokens) per minute before 429 (default unlimited)",
     )
     parser.add_argument("--error-rate", type=float, default=0.0, help="share of attempts answered 500/502/503")
     parser.add_argument(

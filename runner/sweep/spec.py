@@ -32,6 +32,10 @@ OPTION_ORDERS = ("given", "reversed", "shuffled")  # ``design.option_order``: a 
 # integer past them would be sent, then fail the part's write and lose the batch, so the spec refuses it.
 INT64_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
+# Requests in flight per endpoint: one asyncio worker and one pooled connection each, so a typo of 10**10
+# must not make 10**10 workers (the largest local servers batch a few thousand requests at once).
+MAX_CONCURRENCY = 10_000
+_SHOWN = 200  # characters of a refused value quoted in its error
 SEED_PROVIDER_MAX = {"gemini": INT32_MAX}  # generationConfig.seed is an int32 in Gemini's API
 
 
@@ -161,6 +165,10 @@ def load_spec(path: str | Path) -> Spec:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"{path}: cannot read spec: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(
+            f"{path}: cannot read spec: not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x})"
+        ) from None
     return parse_spec(text, source=str(path))
 
 
@@ -170,6 +178,8 @@ def parse_spec(text: str, *, source: str = "<spec>") -> Spec:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{source}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses per nesting level: thousands of [[[[ exhaust the stack
+        raise SpecError(f"{source}: invalid TOML: arrays or tables nested too deeply") from None
     return spec_from_dict(raw, source=source)
 
 
@@ -325,9 +335,7 @@ def _endpoint(v: _Validator, where: str, t: Any) -> EndpointConfig:
         v.fail(f"{where}.provider", provider, f"one of {', '.join(PROVIDERS)}")
     base_urls = _base_urls(v, where, t) if replicas else ()
     base_url = v.string(t, where, "base_url") if "base_url" in t else base_urls[0]
-    if not base_url.startswith(("http://", "https://")):
-        v.fail(f"{where}.base_url", base_url, "an http:// or https:// URL")
-    _check_no_credentials_in_url(v, where, base_url)
+    _check_url(v, where, base_url)
     if base_urls and base_url.rstrip("/") not in base_urls:
         v.fail(f"{where}.base_url", base_url, "one of base_urls (the canonical replica), or left out")
     d = _Defaults(EndpointConfig)
@@ -341,7 +349,7 @@ def _endpoint(v: _Validator, where: str, t: Any) -> EndpointConfig:
         tokens_per_minute=v.integer(t, where, "tokens_per_minute", None, minimum=1),
         burst=v.integer(t, where, "burst", None, minimum=1),
         rate_window_s=v.number(t, where, "rate_window_s", d.rate_window_s, positive=True),
-        max_concurrency=v.integer(t, where, "max_concurrency", d.max_concurrency, minimum=1),
+        max_concurrency=v.integer(t, where, "max_concurrency", d.max_concurrency, minimum=1, maximum=MAX_CONCURRENCY),
         timeout_s=v.number(t, where, "timeout_s", d.timeout_s, positive=True),
         max_retries=v.integer(t, where, "max_retries", d.max_retries, minimum=0, maximum=INT32_MAX - 1),  # attempts
         max_retry_wait_s=v.number(t, where, "max_retry_wait_s", d.max_retry_wait_s, positive=True),
@@ -365,9 +373,7 @@ def _base_urls(v: _Validator, where: str, t: dict[str, Any]) -> tuple[str, ...]:
         v.fail(f"{where}.base_urls", "<list>", "a non-empty list of http:// or https:// URL strings")
     out: list[str] = []
     for i, url in enumerate(urls):
-        _check_no_credentials_in_url(v, where, url, f"base_urls[{i}]")  # first: the messages below quote the URL
-        if not url.startswith(("http://", "https://")):
-            v.fail(f"{where}.base_urls[{i}]", url, "an http:// or https:// URL")
+        _check_url(v, where, url, f"base_urls[{i}]")
         if url.rstrip("/") in out:
             v.fail(f"{where}.base_urls[{i}]", url, "a URL not listed twice")
         out.append(url.rstrip("/"))
@@ -413,6 +419,25 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an RFC 9110 token
 # Headers hofcat sets itself, and words that mark a credential: extra_headers are copied into manifest.json.
 _RESERVED_HEADERS = frozenset({"content-type", "content-length", "host", "transfer-encoding", "connection"})
 _CREDENTIAL_WORDS = ("auth", "key", "token", "secret", "cookie", "password", "session")
+
+
+def _check_url(v: _Validator, where: str, url: str, key: str = "base_url") -> None:
+    """Refuse ``url`` unless it is an http(s) URL that can be sent as it is: no credentials (checked first: the
+    other messages quote the URL), no whitespace or control characters, a host, a port in 1-65535."""
+    from yarl import URL
+
+    _check_no_credentials_in_url(v, where, url, key)
+    if not url.startswith(("http://", "https://")):
+        v.fail(f"{where}.{key}", url, "an http:// or https:// URL")
+    if any(c.isspace() or not c.isprintable() for c in url):
+        v.fail(f"{where}.{key}", url, "a URL without spaces or control characters (percent-encode them)")
+    try:
+        parsed = URL(url)
+        port = parsed.port
+    except ValueError as exc:
+        v.fail(f"{where}.{key}", url, f"a URL that parses ({exc})")
+    if not parsed.host or not port:
+        v.fail(f"{where}.{key}", url, "a URL with a host and a port in 1-65535")
 
 
 def _check_no_credentials_in_url(v: _Validator, where: str, base_url: str, key: str = "base_url") -> None:
@@ -608,7 +633,10 @@ class _Validator:
         return key
 
     def fail(self, key: str, value: Any, allowed: str) -> None:
-        raise SpecError(f"{self.source}: {self.name(key)} = {value!r}: must be {allowed}")
+        shown = repr(value)
+        if len(shown) > _SHOWN:  # a 100,000-character value stays a one-line error a terminal can show
+            shown = f"{shown[:_SHOWN]}… ({len(shown)} characters)"
+        raise SpecError(f"{self.source}: {self.name(key)} = {shown}: must be {allowed}")
 
     def keys(self, table: Any, where: str, allowed: set[str], required: set[str] = frozenset()) -> None:
         if not isinstance(table, dict):

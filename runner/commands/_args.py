@@ -1,0 +1,35 @@
+"""Argument types shared by the commands: integers within the range their use can hold.
+
+argparse's ``type=int`` takes any integer, and one past what a socket, an array size or a seed can hold ends
+deep inside a library as a traceback; these refuse it at parse time with a one-line usage error (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+__all__ = ["INT32_MAX", "INT64_MAX", "bounded_int", "port", "seed"]
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+def bounded_int(low: int, high: int) -> Callable[[str], int]:
+    """An argparse ``type``: the argument as an integer in ``low``-``high``, else a usage error saying so."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is not an integer in {low}-{high}")
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in its own messages
+    return parse
+
+
+port = bounded_int(0, 65535)  # 0: the system picks a free port
+seed = bounded_int(0, INT64_MAX)  # every seed is stored as int64 and fed to numpy's SeedSequence
