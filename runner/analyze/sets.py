@@ -19,6 +19,8 @@ of pairs linear in the number of conditions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import polars as pl
 
@@ -69,21 +71,20 @@ def _unit_labels(units: UnitArray) -> list[str]:
 
 
 def _points(
-    units: UnitArray, c: int, max_points: int | None = None, seed: int = 0, points: str = "identity"
+    units: UnitArray, c: int, max_points: int | None, seed: int, codes: tuple[np.ndarray, list[str]] | None
 ) -> tuple[np.ndarray, ...]:
     """Complete 24-d points of condition ``c``, their country codes and their identity (or unit) codes.
 
-    ``points="identity"`` (the value-differences study): one point per country × identity, the mean of its
-    seeds' answers per question; ``"seed"``: one point per country × unit (each seed of each identity). With
-    ``max_points``, a larger set is subsampled without replacement (``default_rng([seed, c])``): distance
-    measures cost O(points²) memory, so their size is bounded by this setting, not by the run.
+    With ``codes`` (``identity_codes(units)``: ``points="identity"``, the value-differences study): one point
+    per country × identity, the mean of its seeds' answers per question; without (``"seed"``): one point per
+    country × unit (each seed of each identity). With ``max_points``, a larger set is subsampled without
+    replacement (``default_rng([seed, c])``): distance measures cost O(points²) memory, so their size is
+    bounded by this setting, not by the run.
     """
-    if points not in POINTS:
-        raise InputError(f"points: expected one of {POINTS}, got {points!r}")
     block = units.values[c]  # (K, U, 24)
-    if points == "identity":
-        codes, labels = identity_codes(units)
-        block = np.stack([masked_mean(block[:, codes == g], axis=1) for g in range(len(labels))], axis=1)
+    if codes is not None:
+        of_unit, labels = codes
+        block = np.stack([masked_mean(block[:, of_unit == g], axis=1) for g in range(len(labels))], axis=1)
     complete = np.isfinite(block).all(axis=2)
     k_idx, u_idx = np.nonzero(complete)
     if max_points is not None and len(k_idx) > max_points:
@@ -92,16 +93,35 @@ def _points(
     return block[k_idx, u_idx], k_idx, u_idx
 
 
+def _set_points(
+    units: UnitArray, max_points: int | None, seed: int, points: str
+) -> Callable[[int], tuple[np.ndarray, ...]]:
+    """``_points`` of a condition, made once per condition however many pairs or strata it is in (the identity
+    codes once for all): the function for one measure over every set."""
+    if points not in POINTS:
+        raise InputError(f"points: expected one of {POINTS}, got {points!r}")
+    codes = identity_codes(units) if points == "identity" else None
+    made: dict[int, tuple[np.ndarray, ...]] = {}
+
+    def of(c: int) -> tuple[np.ndarray, ...]:
+        if c not in made:
+            made[c] = _points(units, c, max_points, seed, codes)
+        return made[c]
+
+    return of
+
+
 def respondent_table(
     units: UnitArray, *, max_points: int | None = None, seed: int = 0, points: str = "identity"
 ) -> pl.DataFrame:
     """Complete points (at most ``max_points`` per set): ``set``, ``country``, ``unit``, ``identity``,
     ``q1``…``q24`` (question means) and ``pdi``…``ivr`` (their VSM scores, the paper's Figure 1 input)."""
     labels = units.condition_labels()
+    points_of = _set_points(units, max_points, seed, points)
     names = identity_codes(units)[1] if points == "identity" else _unit_labels(units)
     parts = []
     for c in range(units.conditions.height):
-        x, k_idx, units_of = _points(units, c, max_points, seed, points)
+        x, k_idx, units_of = points_of(c)
         scores = indices_from_means(x) if len(x) else np.empty((0, len(DIMENSIONS)))
         parts.append(
             pl.DataFrame(
@@ -257,9 +277,10 @@ def set_separation(
     the SS_h of sets that do not differ, ``ss_h_p`` = (k + 1)/(permutations + 1) (seed ``seed``).
     """
     labels = units.condition_labels()
+    points_of = _set_points(units, max_points, seed, points)  # a set is in many pairs: its points made once
     out = []
     for a, b, factor in set_pairs(units, cross=True):
-        (pa, ka, _), (pb, kb, _) = (_points(units, c, max_points, seed, points) for c in (a, b))
+        (pa, ka, _), (pb, kb, _) = points_of(a), points_of(b)
         xa, xb = indices_from_means(pa), indices_from_means(pb)
         row = {
             "set_a": labels[a],
@@ -322,9 +343,10 @@ def identity_correlations(units: UnitArray, *, points: str = "identity") -> pl.D
     labels = units.condition_labels()
     unit_rows = units.units
     codes, _ = identity_codes(units)
+    points_of = _set_points(units, None, 0, points)
     out = []
     for c in range(units.conditions.height):
-        x, k_idx, u_idx = _points(units, c, None, 0, points)
+        x, k_idx, u_idx = points_of(c)
         for context in IDENTITY_CONTEXTS:
             if context == "country":
                 values = [units.countries[k] for k in k_idx]
@@ -397,6 +419,7 @@ def factor_tests(
         raise InputError(f"permutation blocks: expected one of {PERMUTATION_BLOCKS}, got {blocks!r}")
     rows = units.conditions.to_dicts()
     groups = factor_groups(units)
+    points_of = _set_points(units, max_points, seed, points)  # a set is in a stratum of every factor: made once
     out = []
     for group in groups:
         factor = "/".join(group)
@@ -404,10 +427,7 @@ def factor_tests(
         for c, row in enumerate(rows):
             strata.setdefault(tuple((f, row[f]) for g in groups if g != group for f in g), []).append(c)
         for stratum, members in strata.items():
-            levels = [
-                ("/".join(str(rows[c][f]) for f in group), *_points(units, c, max_points, seed, points)[:2])
-                for c in members
-            ]
+            levels = [("/".join(str(rows[c][f]) for f in group), *points_of(c)[:2]) for c in members]
             levels = [(level, x, k) for level, x, k in levels if len(x) >= 2]
             if len(levels) < 2:
                 continue

@@ -43,7 +43,7 @@ from runner.parse.stage import update_answers
 from runner.rundir import RunDir, RunWriter, part_columns, part_pairs, read_manifest, read_part, table
 from runner.rundir.admissions import AdmissionLog
 from runner.rundir.layout import part_id, part_number
-from runner.rundir.schema import arrow_field, schema_of
+from runner.rundir.schema import EXTRACTION_SCHEMA, ExtractionRow
 from runner.rundir.writer import now_iso
 from runner.survey.cell import PromptCell
 from runner.sweep.execute import api_key_for
@@ -67,34 +67,6 @@ __all__ = [
 
 DATASET = "extractions"
 _MESSAGE_CHARS = 500
-
-
-@dataclass(slots=True, kw_only=True)
-class ExtractionRow:
-    """One extractor request about one question of one stored reply, and what came of it."""
-
-    cell_key: str = arrow_field(pa.string())
-    question: int = arrow_field(pa.int16())
-    parse_status: str = arrow_field(pa.string())  # the parser's status it was asked about (ambiguous, ...)
-    parser_version: str = arrow_field(pa.string())  # the parser that gave that status
-    status: str = arrow_field(pa.string())  # extracted | none | unreadable | failed
-    option_id: int | None = arrow_field(pa.int16())  # 1-5 when extracted
-    displayed: int | None = arrow_field(pa.int16())  # the position the extractor named
-    extractor_endpoint: str = arrow_field(pa.string())
-    extractor_provider: str = arrow_field(pa.string())
-    extractor_model: str = arrow_field(pa.string())  # the model requested
-    served_model: str | None = arrow_field(pa.string())  # the model the server says answered
-    constraint: str = arrow_field(pa.string())  # none | grammar | json_schema | choice
-    extractor_text: str | None = arrow_field(pa.string())  # the extractor's raw reply (null when it failed)
-    finish_reason: str | None = arrow_field(pa.string())
-    input_tokens: int | None = arrow_field(pa.int64())
-    output_tokens: int | None = arrow_field(pa.int64())
-    attempts: int = arrow_field(pa.int32())
-    http_status: int | None = arrow_field(pa.int16())
-    error_class: str | None = arrow_field(pa.string())
-    error_message: str | None = arrow_field(pa.string())  # redacted, at most 500 characters
-    started_at: int = arrow_field(pa.timestamp("us", tz="UTC"))
-    finished_at: int = arrow_field(pa.timestamp("us", tz="UTC"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +93,7 @@ class _Candidate:
 def stored_extractions(run_dir: str | Path | RunDir, columns: Sequence[str] | None = None) -> pa.Table:
     """Every committed extractions part of ``run_dir`` in part order (``columns`` of them; empty if none)."""
     layout = run_dir if isinstance(run_dir, RunDir) else RunDir(Path(run_dir))
-    schema = schema_of(ExtractionRow)
+    schema = EXTRACTION_SCHEMA
     cols = list(columns) if columns is not None else schema.names
     parts = [read_part(layout.part(DATASET, n), cols, "cell_key") for n in layout.parts(DATASET)]
     if not parts:

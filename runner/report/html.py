@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from runner.analyze.agreement import MIN_COUNTRIES
 from runner.errors import InputError
 from runner.report import figures
 from runner.report.measurement import measurement_blocks
@@ -137,20 +138,32 @@ def _smallest_p(kendall: pl.DataFrame, n: int) -> float:
 
 
 CAVEATS_SHOWN = 12
+LISTED = 6  # conditions or countries named in one summarising caveat line; the Warnings table has them all
 
 
 def _caveats(t: dict[str, pl.DataFrame], summary: dict[str, Any], reference: ReferenceSet) -> list[str]:
-    """What a reader must know before trusting the numbers: the analysis' warnings, plus design limits."""
-    warned = [str(w.get("message", w)) if isinstance(w, dict) else str(w) for w in summary.get("warnings", [])]
-    notes = warned[:CAVEATS_SHOWN]
-    if len(warned) > CAVEATS_SHOWN:
-        notes.append(f"… {len(warned) - CAVEATS_SHOWN} more warnings in the Warnings table (appendix)")
+    """What a reader must know before trusting the numbers: the analysis' warnings, plus design limits.
+
+    Each fact is said once: the analysis' per-condition "few countries" and per-country "missing reference"
+    warnings are summed up in one line each (every one of them stays in the Warnings table)."""
+    warned = [w if isinstance(w, dict) else {"message": str(w)} for w in summary.get("warnings", [])]
+    by_kind: dict[str, list[dict[str, Any]]] = {"few_countries": [], "missing_reference": []}
+    plain = []
+    for w in warned:
+        (by_kind[w["kind"]] if w.get("kind") in by_kind else plain).append(w)
+    notes = [str(w.get("message", w)) for w in plain[:CAVEATS_SHOWN]]
+    if len(plain) > CAVEATS_SHOWN:
+        notes.append(f"… {len(plain) - CAVEATS_SHOWN} more warnings in the Warnings table (appendix)")
+    if few := by_kind["few_countries"]:
+        conditions = [str(w.get("condition")) for w in few]
+        notes.append(
+            f"{len(few)} condition(s) with fewer than {MIN_COUNTRIES} countries with reference scores (not ranked, "
+            f"or tau only ±1 there): {_listed(conditions)}"
+        )
     cat = t["cat"]
     if cat.height and "n_countries" in cat.columns:
         n = int(cat["n_countries"].min())
-        if n < 3:
-            notes.append(f"a condition has only {n} countries with reference scores: tau is not defined there")
-        elif (smallest := _smallest_p(t["kendall"], n)) > 0.05:
+        if n >= MIN_COUNTRIES and (smallest := _smallest_p(t["kendall"], n)) > 0.05:
             notes.append(
                 f"with {n} countries the smallest attainable two-sided p-value is {smallest:.3f}: no dimension "
                 "can be significant at 0.05 in this design"
@@ -158,12 +171,17 @@ def _caveats(t: dict[str, pl.DataFrame], summary: dict[str, Any], reference: Ref
     missing = t["countries_without_reference"]
     if missing.height:
         notes.append("countries without reference scores (left out of tau): " + ", ".join(missing["country"]))
-    if t["indices"].height:
-        countries = sorted(t["indices"]["country"].unique().to_list())
-        matrix = reference.matrix(countries)
-        gaps = [c for c, row in zip(countries, matrix, strict=True) if any(math.isnan(v) for v in row)]
-        if gaps:
-            notes.append(f"{reference.name} lacks some dimensions for: {', '.join(gaps)} (drawn as n/a)")
+    if gaps := by_kind["missing_reference"]:
+        dimensions: dict[str, list[str]] = {}
+        for w in gaps:
+            dims = dimensions.setdefault(str(w.get("country")), [])
+            if w.get("dimension") and str(w["dimension"]).upper() not in dims:
+                dims.append(str(w["dimension"]).upper())
+        named = [f"{c} ({', '.join(d)})" if d else c for c, d in dimensions.items()]
+        notes.append(
+            f"{reference.name} lacks some dimensions for: {_listed(named)} (left out of those dimensions' tau; "
+            "drawn as n/a)"
+        )
     extraction = summary.get("extractions")  # the extractor fallback (runner/extract): used or left unused
     if extraction and extraction.get("used"):
         who = ", ".join(
@@ -218,6 +236,12 @@ def _alignment(error: pl.DataFrame) -> list[str]:
         f"best aligned: {best['country']} ({best['error_pct']:.0f} % of dimensions mis-ranked)",
         f"worst aligned: {worst['country']} ({worst['error_pct']:.0f} % of dimensions mis-ranked)",
     ]
+
+
+def _listed(names: list[str]) -> str:
+    """The first ``LISTED`` of ``names``, joined, with how many more there are."""
+    more = len(names) - LISTED
+    return "; ".join(names[:LISTED]) + (f"; … {more} more in the Warnings table (appendix)" if more > 0 else "")
 
 
 def _facts(items: list[str], cls: str = "") -> str:

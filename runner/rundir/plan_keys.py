@@ -54,21 +54,28 @@ def write_plan_keys(writer: RunWriter, spec_hash: str, fingerprint: str, keys: p
 
 def read_plan_keys(layout: RunDir, spec_hash: str, fingerprint: str, cells: int) -> tuple[pa.ChunkedArray | None, str]:
     """(the stored plan keys, "") when the file of ``spec_hash`` is whole and was made for this spec hash,
-    ``fingerprint`` and number of ``cells``; else (None, why not: missing, unreadable, corrupt, or stale)."""
+    ``fingerprint`` and number of ``cells``; else (None, why not: missing, unreadable, corrupt, or stale).
+
+    The metadata is checked from the footer first, so a stale file is refused without reading its pages."""
     path = layout.plan_keys(spec_hash)
     if not path.is_file():
         return None, "missing"
     try:
-        data = read_part(path, ["cell_key"], "cell_key")  # footer, page checksums and key digest verified
-    except RunDirError as exc:
-        return None, str(exc)
-    meta = data.schema.metadata or {}
+        with pq.ParquetFile(path) as footer:  # the footer alone: metadata and row count
+            meta, rows = footer.schema_arrow.metadata or {}, footer.metadata.num_rows
+    except (pa.ArrowException, OSError) as exc:
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return None, f"{path.name} is corrupt (unreadable Parquet footer): {detail}"
     if meta.get(_FORMAT_KEY) != FORMAT.encode() or DIGEST_KEY not in meta:
         return None, f"{path.name}: not a {FORMAT} file with a key digest"
     if meta.get(_SPEC_KEY) != spec_hash.encode():
         return None, f"{path.name}: made for spec {meta.get(_SPEC_KEY, b'?').decode(errors='replace')}"
     if meta.get(_FINGERPRINT_KEY) != fingerprint.encode():
         return None, f"{path.name}: made by another hofcat version, key scheme or templates"
-    if meta.get(_CELLS_KEY) != str(cells).encode() or data.num_rows != cells:
-        return None, f"{path.name}: holds {data.num_rows} keys, the plan has {cells} cells"
+    if meta.get(_CELLS_KEY) != str(cells).encode() or rows != cells:
+        return None, f"{path.name}: holds {rows} keys, the plan has {cells} cells"
+    try:
+        data = read_part(path, ["cell_key"], "cell_key")  # page checksums and key digest verified
+    except RunDirError as exc:
+        return None, str(exc)
     return data.column("cell_key"), ""

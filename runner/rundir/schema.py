@@ -17,9 +17,11 @@ import pyarrow as pa
 
 __all__ = [
     "ANSWER_SCHEMA",
+    "EXTRACTION_SCHEMA",
     "PROMPT_SCHEMA",
     "RESPONSE_SCHEMA",
     "AnswerRow",
+    "ExtractionRow",
     "PromptRow",
     "ResponseRow",
     "arrow_field",
@@ -143,3 +145,35 @@ def table(rows: Sequence[Any], row_type: type, metadata: dict[str, str] | None =
     values = attrgetter(*schema.names)  # one C call per row gives all its fields, in schema order
     columns = zip(*map(values, rows), strict=True) if rows else [()] * len(schema)
     return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema)
+
+
+@dataclass(slots=True, kw_only=True)
+class ExtractionRow:
+    """One extractor request about one question of one stored reply, and what came of it (``extractions/``)."""
+
+    cell_key: str = arrow_field(pa.string())
+    question: int = arrow_field(pa.int16())
+    parse_status: str = arrow_field(pa.string())  # the parser's status it was asked about (ambiguous, ...)
+    parser_version: str = arrow_field(pa.string())  # the parser that gave that status
+    status: str = arrow_field(pa.string())  # extracted | none | unreadable | failed
+    option_id: int | None = arrow_field(pa.int16())  # 1-5 when extracted
+    displayed: int | None = arrow_field(pa.int16())  # the position the extractor named
+    extractor_endpoint: str = arrow_field(pa.string())
+    extractor_provider: str = arrow_field(pa.string())
+    extractor_model: str = arrow_field(pa.string())  # the model requested
+    served_model: str | None = arrow_field(pa.string())  # the model the server says answered
+    constraint: str = arrow_field(pa.string())  # none | grammar | json_schema | choice
+    extractor_text: str | None = arrow_field(pa.string())  # the extractor's raw reply (null when it failed)
+    finish_reason: str | None = arrow_field(pa.string())
+    input_tokens: int | None = arrow_field(pa.int64())
+    output_tokens: int | None = arrow_field(pa.int64())
+    attempts: int = arrow_field(pa.int32())
+    http_status: int | None = arrow_field(pa.int16())
+    error_class: str | None = arrow_field(pa.string())
+    error_message: str | None = arrow_field(pa.string())  # redacted, at most 500 characters
+    started_at: int = arrow_field(_TS)
+    finished_at: int = arrow_field(_TS)
+
+
+EXTRACTION_SCHEMA = schema_of(ExtractionRow)
+_SCHEMAS[ExtractionRow] = EXTRACTION_SCHEMA

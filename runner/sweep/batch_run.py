@@ -22,20 +22,24 @@ returns; a later session collects. No online chat request is ever sent for a bat
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from runner.errors import BatchRequestFailed, RequestError
+import pyarrow.compute as pc
+
+from runner.errors import BatchRequestFailed, RequestError, RunDirError
 from runner.rundir import RunWriter
 from runner.rundir.batches import BatchEntry, BatchJournal
 from runner.rundir.reader import stored_key_columns
 from runner.sweep.batch_api import BatchAPI, BatchResult, batch_api
 from runner.sweep.outcome import Outcome, response_row
-from runner.sweep.plan import PlannedCell, iter_cells
+from runner.sweep.plan import PlannedCell, cells_at, endpoint_cell_count, iter_cells, iter_keys
 from runner.sweep.progress import Progress, RunStats
 from runner.sweep.providers import HttpCall, provider_for
+from runner.sweep.remaining import plan_keys, strings
 from runner.sweep.spec import EndpointConfig, Spec
 from runner.sweep.transport import decode
 
@@ -81,6 +85,9 @@ class BatchRunner:
         self.max_requests = min(endpoint.max_batch_requests, self.api.max_requests)
         self.max_bytes = min(endpoint.max_batch_bytes, self.api.max_bytes)
         self.submitted = self.collected = 0
+        self._ordinals: dict[str, int] = {}  # plan position of each key in flight (``_positions``)
+        self._unplanned: set[str] = set()  # keys in the journal that the endpoint's plan lacks
+        self._done: set[str] | None = None  # the keys with a stored response (``_stored``)
 
     async def submit(self, cells: Iterable[PlannedCell]) -> None:
         """Settle the batches a killed session left ``preparing``, then submit the unsent ``cells`` in batches."""
@@ -188,12 +195,52 @@ class BatchRunner:
                 await self.sleep(self.endpoint.batch_poll_s)
 
     def _cells_of(self, keys: set[str]) -> list[PlannedCell]:
-        """The planned cells with ``keys`` (one pass over the endpoint's plan)."""
-        return [c for c in iter_cells(self.spec, self.endpoint) if c.key in keys]
+        """The planned cells with ``keys``, in plan order, made by position (``cells_at``), not by a walk."""
+        where = self._positions(keys)
+        pairs = sorted((where[k], k) for k in keys if k in where)
+        cells = list(cells_at(self.spec, self.endpoint, [i for i, _ in pairs]))
+        for cell, (i, key) in zip(cells, pairs, strict=True):
+            if cell.key != key:  # the plan keys were not this plan's, whatever their checks said
+                raise RunDirError(
+                    f"{self.writer.layout.plan_keys(self.spec.spec_hash)}: {self.endpoint.name!r} cell {i} has key "
+                    f"{cell.key}, the file {key}; delete the file and rerun (it is rebuilt from the spec)"
+                )
+        return cells
+
+    def _positions(self, keys: set[str]) -> dict[str, int]:
+        """Plan positions by key, covering ``keys``: the first lookup finds those of every key in flight in one
+        pass over the plan's keys, so later batches (retries included: their keys are among them) find theirs."""
+        if any(k not in self._ordinals and k not in self._unplanned for k in keys):
+            wanted = set(keys)
+            for entry in self.journal.open_entries(self.endpoint.name):
+                wanted.update(self.journal.keys(entry))
+            wanted -= self._ordinals.keys() | self._unplanned
+            found = self._locate(wanted)
+            self._ordinals.update(found)
+            self._unplanned |= wanted - found.keys()
+        return self._ordinals
+
+    def _locate(self, wanted: set[str]) -> dict[str, int]:
+        """Positions in the endpoint's plan of those of ``wanted`` it has: one pass over its keys, from the
+        plan-keys file (``remaining.plan_keys``), or derived one by one for a plan too large for one."""
+        names = [e.name for e in self.spec.endpoints]
+        before = self.spec.endpoints[: names.index(self.endpoint.name)]
+        start = sum(endpoint_cell_count(self.spec, e) for e in before)
+        n = endpoint_cell_count(self.spec, self.endpoint)
+        keys = plan_keys(self.spec, self.writer)
+        if keys is None:
+            return {k: i for i, k in enumerate(itertools.islice(iter_keys(self.spec), start, start + n)) if k in wanted}
+        mine = keys.slice(start, n)
+        at = pc.indices_nonzero(pc.is_in(mine, value_set=strings(sorted(wanted))))
+        return dict(zip(mine.take(at).to_pylist(), at.to_pylist(), strict=True))
 
     def _stored(self) -> set[str]:
-        done, _ = stored_key_columns(self.writer.layout)
-        return set(done.to_pylist())
+        """The keys with a stored response: read once, then kept up to date by ``_store`` (only this runner
+        stores its endpoint's keys while the session holds the run directory's lock)."""
+        if self._done is None:
+            done, _ = stored_key_columns(self.writer.layout)
+            self._done = set(done.to_pylist())
+        return self._done
 
     async def _collect(self, entry: BatchEntry) -> None:
         """Commit an ended batch's results; resubmit or fail the requests without a reply; mark it collected."""
@@ -262,6 +309,7 @@ class BatchRunner:
         self.writer.add_prompt(prompt_hash, messages_json)
         self.writer.add(row)
         if reply is not None:
+            self._stored().add(cell.key)
             self.stats.done += 1
             self.stats.input_tokens += row.input_tokens or 0
             self.stats.output_tokens += row.output_tokens or 0
