@@ -193,8 +193,8 @@ def group_f(values: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray) -
         ss_within = float((resid * resid).sum())
         centred = means - values.mean()
         ss_between = float(((centred * centred) / inverse_sizes).sum())
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out[p] = (ss_between / (g - 1)) / (ss_within / (n - g))
+        with np.errstate(divide="ignore", invalid="ignore"):  # numpy floats: 0 within → inf/NaN, not an exception
+            out[p] = np.float64(ss_between / (g - 1)) / np.float64(ss_within / (n - g))
     return out
 
 

@@ -13,6 +13,9 @@ turns a bootstrap distribution into a percentile interval. ``bootstrap_kendall_t
 ``bootstrap_indices(sizes, n_resamples, s)``; hofcat's analysis uses ``bootstrap_indices(sizes, n_resamples,
 (s, condition))`` — one ``SeedSequence`` stream per condition.
 
+Exactness: unit values are taken as given; a resampled mean is their float64 sum in unit order over the count.
+With integer unit values every such sum is exact, so means equal in exact arithmetic tie in every resample.
+
 Undefined taus (NaN: every resampled country mean equal, or a constant reference) are counted in
 ``undefined`` and left out of the interval and standard error, which use the remaining resamples. A cell
 whose observed tau is NaN gets a NaN interval. For ``bca``, when the jackknife values are all equal the

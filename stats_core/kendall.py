@@ -2,6 +2,10 @@
 
 tau_b = (C − D) / sqrt((n0 − n1)(n0 − n2)), with C/D the concordant/discordant pairs, n0 = n(n−1)/2 and
 n1, n2 the pairs tied in x, y. Undefined (NaN) when either side is constant.
+
+Floats are taken as given, as scipy does: values tie when their float64 values are equal, and tau is computed
+in float64 from the exact integer counts (one sqrt, one division). Callers whose values are rationals reached
+through float arithmetic make equal values equal floats first (docs/stats_core.md, Exact arithmetic and ties).
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ class PermutationTestResult:
     """PERMANOVA or PERMDISP outcome: pseudo-F, its permutation p-value and the design it was computed on.
 
     ``pvalue`` is (k + 1) / (permutations + 1), k = permutations whose F ≥ the observed F; NaN when
-    ``permutations`` is 0. ``seed`` is the integer that reproduces the permutations; ``strata`` the block
+    ``permutations`` is 0, or when no permuted F exists (PERMDISP with every group's distances constant).
+    ``seed`` is the integer that reproduces the permutations; ``strata`` the block
     labels permutations stayed within (None: unrestricted). PERMANOVA also reports its sums of squares and
     effect sizes: R² = SS_A / SS_T (adonis2's ``R2``) and ω² = (SS_A − (g − 1) MS_W) / (SS_T + MS_W),
     MS_W = SS_W / (n − g) (the less biased estimate of the share of variation the grouping explains; can be < 0).

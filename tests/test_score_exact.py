@@ -86,10 +86,12 @@ def test_float_indices_break_the_tie_that_exact_arithmetic_has():
     answers = _tie_answers()
     exact = _exact_indices(answers)
     assert exact[0][1] == exact[1][1] == -14
-    floats = indices_from_means(answers.mean(axis=1))
+    floats = indices_from_means(answers.mean(axis=1), exact=False)
     assert floats[0, 1] != floats[1, 1]  # the float64 defect the ranking must not see
     merged = merge_ties(floats[:, 1])
     assert merged[0] == merged[1] and len(set(merged.tolist())) == len({e[1] for e in exact})
+    rounded = indices_from_means(answers.mean(axis=1))  # the default: exact, rounded once
+    assert rounded[0, 1] == rounded[1, 1] == -14.0
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -32,7 +32,7 @@ from runner.analyze.units import UnitArray
 from runner.score.indices import WEIGHTS, indices_from_means
 from runner.score.intervals import CAT_BOUNDARY, CAT_BOUNDARY_NOTE, agreement_intervals, index_standard_errors
 from runner.score.permutation import permutation_pvalues
-from runner.score.ranking import rank_agreement
+from runner.score.ranking import mean_percent, rank_agreement
 from runner.survey.dimensions import DIMENSIONS
 from runner.survey.reference import ReferenceSet
 from stats_core.bootstrap import bootstrap_index_blocks
@@ -80,7 +80,7 @@ def bootstrap_indices_of(
             counts = counts.astype(np.float64)
             with np.errstate(invalid="ignore", divide="ignore"):
                 means[:, k] = (counts @ zeroed[k]) / (counts @ finite[k])  # 0/0 → NaN: nobody answered
-        out[start : start + b] = indices_from_means(means, constants)
+        out[start : start + b] = indices_from_means(means, constants, exact=False)  # ties: merge_ties
         start += b
     return out
 
@@ -105,7 +105,7 @@ def agreement_tables(
     present = units.present()
     in_reference = np.array([reference.knows(c) for c in units.countries], dtype=bool)
     rows: dict[str, list[dict]] = {"indices": [], "kendall": [], "cat": [], "misranked": [], "warnings": []}
-    shares: dict[str, list[float]] = {}
+    shares: dict[str, list[tuple[int, int]]] = {}  # country → (mis-ranked, counted) per condition
     labels = units.condition_labels()
     for c, factors in enumerate(units.conditions.to_dicts()):
         ks = [k for k in range(len(units.countries)) if present[c, k].any() and in_reference[k]]
@@ -130,7 +130,8 @@ def agreement_tables(
             largest = np.where(np.isfinite(se), se, -np.inf).max(axis=0)
         se = np.where(borrowed & np.isfinite(largest), largest, se)
         ref = reference.matrix(names)
-        agree = rank_agreement(point[None], ref, undefined_tau=undefined_tau, backend=backend)
+        # point: exact indices, ranked as given; resamples: float indices, ties merged (runner/score/ranking.py)
+        agree = rank_agreement(point[None], ref, undefined_tau=undefined_tau, backend=backend, tie_resolution=0.0)
         boot = rank_agreement(
             bootstrap_indices_of(own, n_resamples, (seed, c), constants),
             ref,
@@ -144,7 +145,9 @@ def agreement_tables(
         tau_ci, cat_ci = agreement_intervals(
             point, se, ref, agree, confidence_level, undefined_tau, seed=(seed, c, 1), backend=backend
         )
-        pv = permutation_pvalues(point, ref, undefined_tau=undefined_tau, monte_carlo=permutations, seed=(seed, c))
+        pv = permutation_pvalues(
+            point, ref, undefined_tau=undefined_tau, monte_carlo=permutations, seed=(seed, c), tie_resolution=0.0
+        )
         n_units = present[c, ks].sum(axis=1)
         for i, name in enumerate(names):
             if n_units[i] < MIN_RESPONDENTS:
@@ -175,9 +178,8 @@ def agreement_tables(
                     "dimensions": mis,
                 }
             )
-            share = agree.misranked_share[0, i]
-            if np.isfinite(share):
-                shares.setdefault(name, []).append(float(share))
+            if agree.counted[0, i].any():
+                shares.setdefault(name, []).append((len(mis), int(agree.counted[0, i].sum())))
         for j, d in enumerate(DIMENSIONS):
             cols = agree.compared[:, j]
             rows["kendall"].append(
@@ -231,7 +233,7 @@ def agreement_tables(
     tables["error_percentage"] = pl.DataFrame(
         {
             "country": list(shares),
-            "error_pct": [100.0 * float(np.mean(v)) for v in shares.values()],
+            "error_pct": [mean_percent(v) for v in shares.values()],  # exact mean of the shares, rounded once
             "conditions": [len(v) for v in shares.values()],
         },
         schema={"country": pl.String, "error_pct": pl.Float64, "conditions": pl.Int64},

@@ -239,7 +239,7 @@ def _score(
     if len(ks) < 2:
         return np.full((means.shape[0], len(DIMENSIONS)), np.nan), np.full(means.shape[0], np.nan)
     ref = reference.matrix([units.countries[i] for i in ks])
-    agree = rank_agreement(indices_from_means(means[:, ks]), ref, undefined_tau=undefined_tau)
+    agree = rank_agreement(indices_from_means(means[:, ks], exact=False), ref, undefined_tau=undefined_tau)
     return agree.kendall, agree.cat_score
 
 

@@ -48,10 +48,15 @@ def score_means(
     for countries, members in batches.items():
         indices = indices_from_means(np.stack([table.means[g] for g in members]), constants)
         ref = reference.matrix(countries)
-        agreement = rank_agreement(indices, ref, undefined_tau=undefined_tau)
+        agreement = rank_agreement(indices, ref, undefined_tau=undefined_tau, tie_resolution=0.0)
         for b, g in enumerate(members):
             pv = permutation_pvalues(
-                indices[b], ref, undefined_tau=undefined_tau, monte_carlo=permutations, seed=(seed, g)
+                indices[b],
+                ref,
+                undefined_tau=undefined_tau,
+                monte_carlo=permutations,
+                seed=(seed, g),
+                tie_resolution=0.0,
             )
             kendall_ci, cat_ci = _intervals(table, g, indices[b], ref, undefined_tau, confidence_level, seed)
             out[g] = {
@@ -88,6 +93,12 @@ def score_means(
         "undefined_tau": undefined_tau,
         "constants": {d: float((constants or {}).get(d, 0.0)) for d in DIMENSIONS},
         "formula": FORMULA_NOTE,
+        "intervals": {  # what kendall_ci / cat_ci estimate, so that an interval never travels without it
+            "estimand": "tau / CAT score between the population index scores (infinitely many seeds) and the reference",
+            "method": "empirical-Bayes posterior of the population scores from std and n (runner/score/intervals.py)",
+            "level": confidence_level,
+        },
+        "p_values": "two-sided permutation p of |tau| (|CAT|) over country relabellings; exact = all n! enumerated",
         "means_file": table.path,
         "groups": out,
     }
@@ -148,7 +159,7 @@ def _intervals(
     if not (np.isfinite(std).all() and np.isfinite(n).all() and (n >= 2).all()):
         return None, None
     se = np.sqrt(index_variance(np.einsum("kq,qr->kqr", std**2 / (n - 1), np.eye(std.shape[1]))))
-    one = rank_agreement(indices[None], ref, undefined_tau=undefined_tau)
+    one = rank_agreement(indices[None], ref, undefined_tau=undefined_tau, tie_resolution=0.0)
     (low, high), (c_low, c_high) = agreement_intervals(indices, se, ref, one, level, undefined_tau, seed=(seed, g, 1))
     return (
         {d: [_num(low[j]), _num(high[j])] for j, d in enumerate(DIMENSIONS)},

@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from runner.score.indices import WEIGHTS
-from runner.score.ranking import Agreement, rank_agreement
+from runner.score.ranking import Agreement, exact_cat, rank_agreement
 
 __all__ = [
     "CAT_BOUNDARY_NOTE",
@@ -169,8 +169,9 @@ def agreement_intervals(
     cat = float(agree.cat_score[0])
     if not defined.any() or not ok[defined].all():
         return (low, high), (np.nan, np.nan)
-    with np.errstate(invalid="ignore"):
-        cats = np.nanmean(taus[:, defined], axis=1)
+    # the same exact mean as the point CAT score (runner/score/ranking.py), over the dimensions defined there
+    use = defined[None, :] & (post.tau_denominator > 0)
+    cats = exact_cat(post.tau_numerator, post.tau_denominator, use)
     cats = cats[np.isfinite(cats)]
     if cats.size == 0:
         return (low, high), (np.nan, np.nan)

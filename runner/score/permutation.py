@@ -28,7 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from runner.score.ranking import merge_ties
+from runner.score.ranking import TIE_RESOLUTION, merge_ties
 
 __all__ = ["CAT_TOLERANCE", "EXACT_MAX", "PermutationP", "permutation_pvalues"]
 
@@ -64,14 +64,16 @@ def permutation_pvalues(
     undefined_tau: str = "nan",
     monte_carlo: int = 9999,
     seed: int | tuple[int, ...] = 0,
+    tie_resolution: float = TIE_RESOLUTION,
 ) -> PermutationP:
     """p-values for one group: ``indices`` (K, D) model scores, ``reference`` (K, D) (NaN = not compared).
 
     A dimension whose compared scores include NaN (or fewer than two countries) has p NaN. ``undefined_tau``
     as in ``rank_agreement``: with "-1" a relabelling that makes a side constant counts tau = −1.
+    ``tie_resolution`` as in ``rank_agreement`` (0 for exact indices: the values as given).
     """
-    x = merge_ties(np.asarray(indices, dtype=np.float64).T).T
-    ref = merge_ties(np.asarray(reference, dtype=np.float64).T).T
+    x = merge_ties(np.asarray(indices, dtype=np.float64).T, tie_resolution).T
+    ref = merge_ties(np.asarray(reference, dtype=np.float64).T, tie_resolution).T
     k, dims = x.shape
     if k <= EXACT_MAX:
         perms, method = _all_permutations(k), "exact"
