@@ -19,7 +19,7 @@ in parentheses)::
     │       ├── RetryableError           worth another attempt under the retry policy
     │       │   ├── RateLimited          HTTP 429
     │       │   ├── ServerError          HTTP 408 or 5xx
-    │       │   ├── TransportError       connection refused/reset, timeout
+    │       │   ├── TransportError       no usable HTTP reply: refused, reset, closed early, malformed, timeout
     │       │   ├── UnreadableBody       a 2xx reply that is not the provider's JSON shape
     │       │   └── BatchRequestFailed   a request inside a provider batch got no reply (failed, expired, …)
     │       └── FatalRequestError        any other 4xx: retrying cannot help (bad model name, bad key, ...)
@@ -135,7 +135,8 @@ class ServerError(RetryableError):
 
 
 class TransportError(RetryableError):
-    """No usable response: connection refused or reset, or the attempt timed out."""
+    """No usable response: connection refused, reset or closed early, a reply that is not valid HTTP (framing,
+    lengths, chunks, encoding), or the attempt timed out."""
 
 
 class UnreadableBody(RetryableError):

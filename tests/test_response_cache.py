@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
@@ -184,3 +185,52 @@ def test_the_key_holds_no_header_and_no_api_key(tmp_path: Path, monkeypatch: pyt
         if f.is_file():
             text = f.read_text(encoding="utf-8")
             assert secret[:8] not in text and "Authorization" not in text
+
+
+def test_a_miss_is_decoded_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache's readability check decodes a missed reply; the executor takes that decode, not a second one."""
+    from runner.sweep.providers.openai import OpenAIProvider
+
+    calls = []
+    real = OpenAIProvider.reply
+
+    def counted(self, body):
+        calls.append(1)
+        return real(self, body)
+
+    monkeypatch.setattr(OpenAIProvider, "reply", counted)
+    with SimServerThread(SimConfig(seed=3)) as sim:
+        session = _run(_spec(sim.base_url, "first", tmp_path / "cache"), tmp_path / "a")
+    assert session["cache"]["stored"] == 24 and len(calls) == 24
+    calls.clear()
+    _run(_spec(sim.base_url, "second", tmp_path / "cache"), tmp_path / "b")  # hits: decoded by the executor only
+    assert len(calls) == 24
+
+
+def test_a_reply_echoing_the_key_reaches_its_cell_redacted_and_never_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-echo-0123456789abcdefghijKLMNOPQR"
+    monkeypatch.setenv("HOFCAT_TEST_KEY", secret)
+    echoed = iter(range(10**6))
+
+    def answer(body, seq):  # a third of the replies echo the key in a header, a third in the text
+        kind = next(echoed) % 3
+        if kind == 0:
+            return chat_ok("3", {"x-request-id": f"req {secret[3:20]}"})
+        return chat_ok(f"3 (you sent {secret})" if kind == 1 else "3")
+
+    with LoopbackServer(answer) as server:
+        spec = make_spec(
+            server.base_url,
+            run={"name": "echo", "cache": str(tmp_path / "cache")},
+            endpoint={"api_key_env": "HOFCAT_TEST_KEY"},
+            design={**DESIGN, "temperature": [0.0]},
+        )
+        session = _run(spec, tmp_path / "a")
+    assert session["cache"]["stored"] == 8  # the 8 replies without the key in body or headers
+    for f in (tmp_path / "cache").rglob("*.json"):
+        entry = json.loads(f.read_text(encoding="utf-8"))
+        assert secret[:8] not in base64.b64decode(entry["body"]).decode() + json.dumps(entry["headers"])
+    texts = read_dataset(tmp_path / "a", "responses", ["response_text"]).column(0).to_pylist()
+    assert len(texts) == 24 and not any(secret[8:16] in t for t in texts)

@@ -20,6 +20,7 @@ entry, fanned out over 256 folders.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import os
@@ -35,7 +36,7 @@ from yarl import URL
 from runner.errors import RequestError, SpecError
 from runner.sweep.providers import HttpCall, provider_for
 from runner.sweep.spec import EndpointConfig, Spec
-from runner.sweep.transport import RawReply, Transport, TransportFactory, decode
+from runner.sweep.transport import RawReply, Transport, TransportFactory, decode, redact
 
 __all__ = [
     "CACHE_ENV",
@@ -135,8 +136,10 @@ class CachingTransport:
 
     ``eligible(call)`` decides per request (``determined`` with the endpoint's probe result, or always when
     forced); ``origin`` is recorded with every stored entry (run id and name, session, and the time added);
-    ``keep(reply)`` says whether a reply is worth storing (default: any 2xx; ``CachingFactory`` keeps only
-    replies the provider can read, so a malformed 200 is retried, never served again).
+    ``keep(reply, secret)`` gives the reply to hand on when it is worth storing, else None (default: any 2xx;
+    ``CachingFactory`` keeps only replies the provider can read, so a malformed 200 is retried, never served
+    again, and hands them on decoded). A reply that holds the call's key (a server echoing the request) is
+    never stored: the entry would keep the key outside the run's reach.
     """
 
     def __init__(
@@ -147,12 +150,12 @@ class CachingTransport:
         eligible: Callable[[HttpCall], bool],
         origin: Callable[[], Mapping[str, Any]],
         stats: CacheStats | None = None,
-        keep: Callable[[RawReply], bool] | None = None,
+        keep: Callable[[RawReply, str | None], RawReply | None] | None = None,
     ) -> None:
         self.inner, self.cache, self.provider = inner, cache, provider
         self.eligible, self.origin = eligible, origin
         self.stats = stats if stats is not None else CacheStats()
-        self.keep = keep or (lambda reply: 200 <= reply.status < 300)
+        self.keep = keep or (lambda reply, secret: reply if 200 <= reply.status < 300 else None)
 
     async def send(self, call: HttpCall) -> RawReply:
         """The cached reply for a determined ``call`` (marked with its origin), else the inner transport's."""
@@ -166,17 +169,28 @@ class CachingTransport:
             self.stats.hits += 1
             return RawReply(reply.status, reply.body, reply.headers, {"cache_origin": json.dumps(origin)})
         reply = await self.inner.send(call)
-        if self.keep(reply):
+        kept = self.keep(reply, call.secret)
+        if kept is None:
+            return reply
+        if not _echoes_key(reply, call.secret):
             try:
                 self.cache.put(key, reply, self.origin())
                 self.stats.stored += 1
             except OSError:  # the reply itself is good: the cell keeps it; only the cache misses it
                 self.stats.write_errors += 1
-        return reply
+        return kept
 
     async def close(self) -> None:
         """Close the inner transport."""
         await self.inner.close()
+
+
+def _echoes_key(reply: RawReply, secret: str | None) -> bool:
+    """Whether ``reply``'s body or headers hold ``secret`` or a run of it that ``redact`` would replace."""
+    if not secret:
+        return False
+    text = "\n".join([reply.body.decode("latin-1"), *(f"{k}: {v}" for k, v in reply.headers.items())])
+    return redact(text, [secret]) != text
 
 
 def cache_dir(spec: Spec) -> Path | None:
@@ -216,12 +230,13 @@ class CachingFactory:
 
         provider = provider_for(endpoint)
 
-        def readable(reply: RawReply) -> bool:  # what the executor will accept: a 2xx the provider can read
+        def readable(reply: RawReply, secret: str | None) -> RawReply | None:
+            """A 2xx the provider can read (what the executor accepts), handed on decoded: decoded once."""
             try:
-                decode(provider, reply)
+                decoded = decode(provider, reply, secret)
             except RequestError:
-                return False
-            return True
+                return None
+            return dataclasses.replace(reply, decoded=decoded)
 
         inner = self.inner(endpoint)
         return CachingTransport(inner, self.cache, endpoint.provider, eligible, origin, stats, readable)

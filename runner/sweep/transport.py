@@ -13,11 +13,21 @@ Bodies are bounded: the real transport reads the decoded (decompressed) stream i
 endpoint's ``max_reply_bytes``: a 2xx reply past it is an ``OversizeReply``; an error body is cut there.
 Redirects are never followed by aiohttp (it would forward ``x-api-key`` / ``x-goog-api-key`` to another
 host): the transport follows same-origin ones itself, re-sending the same POST, and refuses the others.
+
+Hostile servers (``tests/test_hostile_http.py``): broken framing, garbage status lines, bad lengths or chunks,
+resets and disconnects are ``TransportError`` (retried) with a short redacted message; one ``timeout_s``
+bounds an attempt, redirects included; a body in a ``Content-Encoding`` aiohttp does not decode (``x-foo``,
+``gzip, gzip``) is never read as if it were plain (a 2xx: ``UnreadableBody``); a reply that arrives on a
+pooled connection with no request outstanding (a second reply to one request) is dropped with its connection,
+never handed to the next request; cookies are neither kept nor sent; a key echoed in a 2xx reply's text or
+labels is redacted there too, with a warning.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -72,6 +82,9 @@ class RawReply:
     # what a wrapping transport says about the reply (``MARKS``: cache_origin, replica), never what the server
     # sent: a server cannot forge them through its headers; ``send`` copies them onto the ``Reply``
     marks: Mapping[str, str] = field(default_factory=dict)
+    # the 2xx body decoded already, by the wrapping transport that had to read it (the cache's keep check), for
+    # the same provider and key: ``decode`` returns it instead of decoding the body again
+    decoded: Reply | None = None
 
 
 class Transport(Protocol):
@@ -99,21 +112,36 @@ class AiohttpTransport:
     def __init__(self, max_connections: int, timeout_s: float, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> None:
         import aiohttp
 
-        connector = aiohttp.TCPConnector(limit=max_connections, force_close=False)
-        self._session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=timeout_s))
+        self._session = aiohttp.ClientSession(
+            connector=_connector(max_connections),
+            timeout=aiohttp.ClientTimeout(total=timeout_s),
+            # an API needs no cookies: a server's Set-Cookie would be kept (unbounded) and sent back on every call
+            cookie_jar=aiohttp.DummyCookieJar(),
+        )
+        self.timeout_s = timeout_s
         self.max_reply_bytes = max_reply_bytes
 
     async def send(self, call: HttpCall) -> RawReply:
-        """POST ``call`` once; ``TransportError`` on refusal, reset, bad framing or timeout (message redacted)."""
+        """POST ``call`` once; ``TransportError`` on refusal, reset, bad framing or timeout (message redacted).
+
+        ``timeout_s`` bounds the whole attempt: same-origin redirects share it."""
         import aiohttp
 
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
         try:
             data = call.data if call.data is not None else json.dumps(call.body).encode()
-            url = _url(call.url)
+            url, timeout = _url(call.url), {}  # the first post: the session's timeout (no object made per call)
             for _ in range(MAX_REDIRECTS + 1):
-                async with self._session.post(url, data=data, headers=call.headers, allow_redirects=False) as response:
+                async with self._session.post(
+                    url, data=data, headers=call.headers, allow_redirects=False, **timeout
+                ) as response:
                     if response.status in _REDIRECTS and "Location" in response.headers:
-                        url = _same_origin(url, response)
+                        url = _same_origin(url, response, call.secret)
+                        left = deadline - loop.time()
+                        if left <= 0:
+                            raise TimeoutError
+                        timeout = {"timeout": aiohttp.ClientTimeout(total=left)}  # None would mean none
                         continue
                     body = await self._read(response)
                     return RawReply(response.status, body, response.headers)
@@ -121,13 +149,19 @@ class AiohttpTransport:
         except TimeoutError:
             raise TransportError("timed out waiting for the response") from None
         except aiohttp.ClientError as exc:  # refused, reset, bad HTTP framing, payload errors
-            raise TransportError(redact(f"{type(exc).__name__}: {exc}", [call.secret])) from None
+            raise TransportError(_failure_text(exc, call.secret)) from None
+        except ValueError as exc:  # a header value aiohttp, yarl or multidict cannot take (never our own data)
+            text = f"unreadable HTTP reply ({type(exc).__name__}: {exc})"
+            raise TransportError(_cut(redact(text, [call.secret]))) from None
 
     async def _read(self, response: aiohttp.ClientResponse) -> bytes:
         """The decoded body, read in chunks up to ``max_reply_bytes`` (past it: ``OversizeReply`` for a 2xx,
         the first ``max_reply_bytes`` otherwise); an unfinished body closes its connection."""
         cap, chunks, size = self.max_reply_bytes, [], 0
-        declared = response.content_length if "Content-Encoding" not in response.headers else None
+        encoding = response.headers.get("Content-Encoding")
+        if encoding is not None and encoding.strip().lower() not in _DECODED:
+            return _undecoded(response, encoding)
+        declared = response.content_length if encoding is None else None
         if declared is not None and declared <= cap:  # the framing bounds the body: one read, no chunk loop
             return await response.read()
         if declared is None:
@@ -151,14 +185,114 @@ class AiohttpTransport:
         await self._session.close()
 
 
+# Content-Encoding values aiohttp decodes (br and zstd only with their packages; it raises otherwise), and
+# identity or an empty value (nothing to decode): any other (``x-foo``, ``gzip, gzip``) would reach us encoded.
+_DECODED = frozenset({"gzip", "deflate", "br", "zstd", "identity", ""})
+
+
+def _undecoded(response: aiohttp.ClientResponse, encoding: str) -> bytes:
+    """A body in a Content-Encoding nobody decoded: a 2xx is ``UnreadableBody`` (retried); another status keeps
+    its class, with a note for a body (never read: its bytes are not what they would decode to)."""
+    response.close()
+    shown = ascii(encoding[:40])
+    if 200 <= response.status < 300:
+        raise UnreadableBody(
+            f"HTTP {response.status} with Content-Encoding {shown}, which hofcat cannot decode; not read",
+            status=response.status,
+        )
+    return f"(a body in Content-Encoding {shown}, not decoded)".encode()
+
+
+def _failure_text(exc: Exception, secret: str | None) -> str:
+    """A short, redacted message for an aiohttp failure (aiohttp's own quote raw bytes, headers and all)."""
+    import aiohttp
+
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        text = "the server closed the connection before a complete reply"
+    elif isinstance(exc, aiohttp.ClientPayloadError):
+        text = f"the reply's body is broken ({exc})"
+    elif isinstance(exc, aiohttp.ClientResponseError):  # the parser's: a bad status line, headers, framing
+        text = f"the reply is not valid HTTP ({exc.message})"
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    return _cut(redact(" ".join(text.split()), [secret]))
+
+
+def _cut(text: str) -> str:
+    return text[:_SNIPPET] + ("…" if len(text) > _SNIPPET else "")
+
+
+def _connector(limit: int) -> aiohttp.TCPConnector:
+    """A pool of ``limit`` keep-alive connections, each answering only the request in flight on it.
+
+    aiohttp parses bytes that arrive on an idle pooled connection and hands them to the next request sent on
+    it: a server that answers twice (or a reply with trailing bytes after a pause) would have one cell's reply
+    stored as another's. The guarded protocol drops such bytes and the connection. It rests on aiohttp
+    internals (``TCPConnector._factory``, ``ResponseHandler``); where they are not as expected, connections
+    are not reused at all (slower, never wrong). ``tests/test_hostile_http.py`` pins it.
+    """
+    import aiohttp
+
+    guarded = _guarded_protocol()
+    connector = aiohttp.TCPConnector(limit=limit, force_close=guarded is None)
+    factory = getattr(connector, "_factory", None)
+    if guarded is not None and isinstance(factory, functools.partial) and factory.func is guarded.__base__:
+        connector._factory = functools.partial(guarded, *factory.args, **factory.keywords)
+    elif guarded is not None:  # the factory is not the one the guard wraps: never reuse a connection
+        connector._force_close = True  # what force_close=True sets (one connector made, none left unclosed)
+    return connector
+
+
+@functools.cache
+def _guarded_protocol() -> type | None:
+    """aiohttp's ``ResponseHandler``, made to take one final reply per request (None when it cannot be)."""
+    try:
+        from aiohttp.client_proto import ResponseHandler
+    except ImportError:
+        return None
+    if not all(hasattr(ResponseHandler, name) for name in ("set_response_params", "feed_data", "data_received")):
+        return None
+
+    class OneReplyPerRequest(ResponseHandler):
+        _answered = True  # no request yet: any byte is unsolicited
+
+        def set_response_params(self, *args: object, **kwargs: object) -> None:
+            self._answered = False  # a request is about to be sent on this connection
+            super().set_response_params(*args, **kwargs)
+
+        def feed_data(self, data: object, size: int = 0) -> None:
+            if self._answered:  # a second reply, parsed from the bytes after the first: nobody asked for it
+                self._drop()
+                return
+            code = getattr(data[0], "code", 200) if isinstance(data, tuple) and data else 200
+            if not 100 <= code < 200 or code == 101:  # 1xx (but 101) are interim: the final reply follows
+                self._answered = True
+            super().feed_data(data, size)
+
+        def data_received(self, data: bytes) -> None:
+            payload = self._payload
+            if data and self._answered and (payload is None or payload.is_eof()):
+                self._drop()  # bytes on a connection that owes nothing: an idle one, or past the reply
+                return
+            super().data_received(data)
+
+        def _drop(self) -> None:
+            self.force_close()
+            if self.transport is not None:
+                self.transport.close()  # not reusable: the pool checks is_connected()
+
+    return OneReplyPerRequest
+
+
 @lru_cache(maxsize=64)
 def _url(text: str) -> URL:
     """``text`` parsed once per distinct URL (an endpoint posts to one or two), not once per request."""
     return URL(text)
 
 
-def _same_origin(url: URL, response: aiohttp.ClientResponse) -> URL:
-    """Where a redirect points, when it stays on ``url``'s scheme, host and port; else ``FatalRequestError``."""
+def _same_origin(url: URL, response: aiohttp.ClientResponse, secret: str | None = None) -> URL:
+    """Where a redirect points, when it stays on ``url``'s scheme, host and port; else ``FatalRequestError``
+    (naming the other origin with ``secret`` redacted, also as the lowercase a host name is read in)."""
     status = response.status
     try:
         target = url.join(URL(response.headers["Location"]))
@@ -166,7 +300,7 @@ def _same_origin(url: URL, response: aiohttp.ClientResponse) -> URL:
     except ValueError:
         raise FatalRequestError(f"HTTP {status} redirect to an unreadable Location", status=status) from None
     if not same:
-        where = f"{target.scheme}://{target.host}:{target.port}"[:120]
+        where = redact(f"{target.scheme}://{target.host}:{target.port}", [secret, secret and secret.lower()])[:120]
         raise FatalRequestError(
             f"HTTP {status} redirect to another origin ({where}) refused: credentials are never sent to another "
             "host; set base_url to the address the API answers at",
@@ -187,6 +321,8 @@ def decode(provider: Provider, raw: RawReply, secret: str | None = None) -> Repl
     Every message quoting the body has ``secret`` (the key sent) and any 8-character run of it redacted.
     """
     status, body = raw.status, raw.body
+    if raw.decoded is not None:
+        return raw.decoded
     if status == 429:
         wait = retry_after_s(raw.headers)
         raise RateLimited(f"HTTP 429: {_snippet(body, secret)}", status=status, retry_after_s=wait)
@@ -202,7 +338,7 @@ def decode(provider: Provider, raw: RawReply, secret: str | None = None) -> Repl
             f"HTTP {status} with a body that is not JSON: {_snippet(body, secret)}", status=status
         ) from None
     try:
-        return provider.reply(decoded)
+        reply = provider.reply(decoded)
     except UnreadableBody as exc:
         exc.args, exc.status = (redact(str(exc), [secret]),), status
         raise
@@ -210,6 +346,56 @@ def decode(provider: Provider, raw: RawReply, secret: str | None = None) -> Repl
         raise UnreadableBody(
             f"HTTP {status} with an unexpected JSON shape: {_snippet(body, secret)}", status=status
         ) from None
+    return _without_secret(reply, secret) if secret else reply
+
+
+# The texts of a ``Reply`` a server writes, and the stored column each becomes (named in the warning).
+_REPLY_TEXTS = (
+    ("text", "response_text"),
+    ("finish_reason", "finish_reason"),
+    ("served_model", "served_model"),
+    ("system_fingerprint", "system_fingerprint"),
+)
+
+
+def _without_secret(reply: Reply, secret: str) -> Reply:
+    """``reply`` with ``secret`` (and 8+ character runs of it) redacted from its texts, each change warned.
+
+    A server that echoes the request (a debugging proxy, a hostile one) puts the key in a 2xx answer, which
+    the run directory would store; the check costs a few substring searches per reply."""
+    texts = [getattr(reply, name) or "" for name, _ in _REPLY_TEXTS]
+    tokens = [token for token, _ in reply.top_logprobs] if reply.top_logprobs else []
+    if not _may_hold("\x00".join(texts + tokens), secret):
+        return reply
+    changes: dict[str, object] = {}
+    changed: list[str] = []
+    for (name, column), text in zip(_REPLY_TEXTS, texts, strict=True):
+        if text and (clean := redact(text, [secret])) != text:
+            changes[name] = clean
+            changed.append(column)
+    if tokens and reply.top_logprobs:
+        top = tuple((redact(token, [secret]), logprob) for token, logprob in reply.top_logprobs)
+        if top != reply.top_logprobs:
+            changes["top_logprobs"] = top
+            changed.append("top_logprobs")
+    if not changes:
+        return reply
+    note = f"{', '.join(changed)}: the API key (or a run of 8+ of its characters) replaced by <redacted>"
+    return dataclasses.replace(reply, **changes, warnings=(*reply.warnings, note))
+
+
+@lru_cache(maxsize=16)
+def _probes(secret: str) -> tuple[str, ...]:
+    """Substrings of which any text holding ``secret`` or a ``SECRET_RUN``-run of it holds one: the 4-character
+    pieces at every 4th position (each 8-run of the key covers one), or the secret itself when it is short."""
+    if len(secret) < SECRET_RUN:
+        return (secret,)
+    return tuple(dict.fromkeys(secret[j : j + 4] for j in range(0, len(secret) - 3, 4)))
+
+
+def _may_hold(text: str, secret: str) -> bool:
+    """False when ``text`` surely holds no part of ``secret`` that ``redact`` would replace."""
+    return any(probe in text for probe in _probes(secret))
 
 
 def _json(body: bytes) -> object:
@@ -234,22 +420,57 @@ async def send(transport: Transport, provider: Provider, call: HttpCall) -> Repl
 
 
 def redact(text: str, secrets: Iterable[str | None]) -> str:
-    """``text`` with each secret, and each run of ``SECRET_RUN``+ characters copied from one, as ``<redacted>``."""
+    """``text`` with each secret, and each run of ``SECRET_RUN``+ characters copied from one, as ``<redacted>``.
+
+    Linear in ``text`` at C speed (one search per 8-character piece of a key, then work per occurrence), so an
+    8 MB reply a server fills with pieces of the key does not hold the event loop for seconds."""
     for secret in secrets:
         if not secret:
             continue
         text = text.replace(secret, "<redacted>")
         if len(secret) < SECRET_RUN or len(text) < SECRET_RUN:
             continue
-        grams = {secret[i : i + SECRET_RUN] for i in range(len(secret) - SECRET_RUN + 1)}
-        covered = bytearray(len(text))
-        for i in range(len(text) - SECRET_RUN + 1):
-            if text[i : i + SECRET_RUN] in grams:
-                covered[i : i + SECRET_RUN] = b"\x01" * SECRET_RUN
-        runs = [m.span() for m in re.finditer(rb"\x01+", covered)]
-        for start, end in reversed(runs):
-            text = text[:start] + "<redacted>" + text[end:]
+        starts: list[int] = []
+        for gram in _grams(secret):
+            i = text.find(gram)
+            while i != -1:
+                starts.append(i)
+                if len(starts) > _MAX_WINDOWS:  # a text made of the key's pieces: mask them piece by piece
+                    return redact(_masked(text, secret), secrets)
+                i = text.find(gram, i + 1)
+        if not starts:
+            continue
+        starts.sort()
+        pieces, end = [], 0  # end: where the text after the last masked run resumes
+        run_start = run_end = -1
+        for i in starts:
+            if i <= run_end:  # overlaps or touches the current run
+                run_end = max(run_end, i + SECRET_RUN)
+                continue
+            if run_end >= 0:
+                pieces += [text[end:run_start], "<redacted>"]
+                end = run_end
+            run_start, run_end = i, i + SECRET_RUN
+        pieces += [text[end:run_start], "<redacted>", text[run_end:]]
+        text = "".join(pieces)
     return text
+
+
+_MAX_WINDOWS = 10_000  # key pieces located one by one; past this many, str.replace passes do the masking
+
+
+@lru_cache(maxsize=16)
+def _grams(secret: str) -> tuple[str, ...]:
+    """The distinct ``SECRET_RUN``-character pieces of ``secret``."""
+    return tuple(dict.fromkeys(secret[i : i + SECRET_RUN] for i in range(len(secret) - SECRET_RUN + 1)))
+
+
+def _masked(text: str, secret: str) -> str:
+    """``text`` with every ``SECRET_RUN``-piece of ``secret`` replaced, runs of masks merged: no piece survives
+    the pass over it, though an occurrence overlapping one masked before may keep up to 7 characters."""
+    for gram in _grams(secret):  # a noncharacter as the mask: no key holds it, and text hardly ever does
+        text = text.replace(gram, "\ufdd0")
+    return re.sub("\ufdd0+", "<redacted>", text)
 
 
 def _snippet(body: bytes, secret: str | None) -> str:
