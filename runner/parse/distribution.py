@@ -5,9 +5,10 @@ A ``distribution`` cell asks the endpoint for the top-k alternatives of the firs
 option: ``bare`` folds case, full-width and Arabic-Indic digits and strips punctuation, and the tokenizer's
 word-start marks (SentencePiece "▁", byte-level BPE "Ġ") and spaces go too, so "3", " 3", "▁3", "Ġ3", "３"
 and "(3" are all the label "3". Several tokens of one label add up. Labels are the displayed positions'
-(digits 1-5 by default; letters or words where the prompt shows those: a word label matches a token that starts
-exactly one option's words). Probabilities are summed per option in canonical option order (the display order
-is undone with the cell's ``option_order``).
+marks (digits 1-5 by default, letters A-E where the prompt shows those; a token counts when it spells a label
+exactly). Words-only prompts have no distribution: a first word does not name one option, so the spec refuses
+``option_labels = "words"`` with ``measurement = "distribution"`` (``runner.sweep.spec``). Probabilities are
+summed per option in canonical option order (the display order is undone with the cell's ``option_order``).
 
 - ``option_mass``: the probability the option tokens held (before renormalising), in [0, 1].
 - ``option_probs``: the five probabilities divided by that mass (they sum to 1 within float rounding).
@@ -80,16 +81,9 @@ def option_distribution(
     """
     wanted = [token_label(label) for label in labels]
     exact = {label: i for i, label in enumerate(wanted)}
-    words = any(len(label) > 1 for label in wanted)
     per_position = [0.0] * len(wanted)
     for token, logprob in top_logprobs:
-        label = token_label(token)
-        if not label:
-            continue
-        position = exact.get(label)
-        if position is None and words:  # a word label's first token: a prefix of exactly one label
-            starts = [i for i, w in enumerate(wanted) if len(w) > 1 and w.startswith(label)]
-            position = starts[0] if len(starts) == 1 else None
+        position = exact.get(token_label(token))
         if position is not None:
             per_position[position] += math.exp(logprob)
     mass = math.fsum(per_position)

@@ -22,7 +22,6 @@ CUES = (
     "reply",
     "response",
     "choice",
-    "option",
     "rating",
     "rate",
     "rated",
@@ -47,20 +46,29 @@ CUES = (
     "选",
     "评分",
     "打分",
-    "选项",
     "الاجابه",
     "الجواب",
     "اجابتي",
     "اختياري",
     "اختار",
     "اخترت",
-    "الخيار",
     "odpoveď",
     "odpovedám",
     "vyberám",
     "volím",
     "hodnotím",
-    "možnosť",
+    "boxed{",  # LaTeX \boxed{3}: how math-tuned reasoning models mark their final answer
+    # a persona's own language, answering an English prompt ("Antwort: drei", "Réponse : deux", "Ответ: 4")
+    "antwort",
+    "wähle",
+    "réponse",
+    "choisis",
+    "respuesta",
+    "elijo",
+    "ответ",
+    "выбираю",
+    "答え",
+    "選択",
 )
 # Words allowed between a cue and the answer: "rate *it a* 2", "answer *is* 3", "答案*是*3".
 FILLERS = (
@@ -77,17 +85,22 @@ FILLERS = (
     "at",
     "with",
     "option",
+    "option number",
     "number",
+    "no.",
     "solid",
     "the",
     "of",
     "my",
     "je",
     "číslo",
+    "možnosť",
     "si",
     "هي",
     "هو",
     "رقم",
+    "الخيار",
+    "选项",
     "是",
     "为",
     "第",
@@ -149,7 +162,8 @@ def after_echo_sign(text: str, position: int) -> bool:
 # Matched right after a number (``.match(text, end)``):
 RANGE_TO_5 = re.compile(r"\s*(?:-|~|to|through|and|až|do|a|到|至|الى|و)\s*5(?!\d)")  # "1 to 5": the scale
 OUT_OF_5 = re.compile(r"\s*(?:/|out of|z|من اصل|من)\s*5(?!\d)")  # "4/5", "4 z 5": a rating out of five
-BETWEEN = re.compile(r"\s*(?:-|~|/|or|and|to|až|alebo|a|或|到|至|和|او|الى|و)\s*([1-5])(?!\d|\.\d)")  # "2-3"
+# "2-3", "2 or 3", and a listed scale "1, 2, 3, 4, 5" (a comma between two options names both)
+BETWEEN = re.compile(r"\s*(?:-|~|/|,|or|and|to|až|alebo|a|或|到|至|和|او|الى|و)\s*([1-5])(?!\d|\.\d)")
 ECHO_SIGN = re.compile(r"\s*=")
 
 # Candidate numbers: 1-3 digit integers or decimals, not glued to Latin letters ("Q1", "1st") or other digits.
@@ -179,6 +193,114 @@ def hedge_end(text: str, position: int) -> int:
     return len(text) + 1
 
 
+# Where a reply concludes after weighing options ("Final answer: 3", "\boxed{3}", a last "Answer:" line, "最终答案",
+# "الإجابة النهائية", "Konečná odpoveď"): the answer is read from the last such place on; what came before is
+# the reasoning. Searched only when one of ``CONCLUSION_HINTS`` occurs (substring tests cost far less per character).
+CONCLUSION = re.compile(
+    r"final (?:answer|choice|rating|response|selection|decision)|\\boxed\{|"
+    r"(?:^|\n)[ \t*#>_]*(?:my )?(?:answer|antwort|réponse|respuesta|ответ|odpoveď|الاجابه|答案|回答)[ \t*_]*[:：]|"
+    r"最终(?:答案|选择|回答)|الاجابه النهائيه|الاختيار النهائي|(?:konečná|finálna|moja konečná) odpoveď"
+)
+CONCLUSION_HINTS = ("final", "boxed", "answer", "antwort", "réponse", "respuesta", "ответ", "odpoveď", "الاجابه",
+                    "答案", "回答", "最终", "النهائي", "konečn", "finálna")  # fmt: skip
+# A self-correction: the answer after it replaces the one before ("2… actually, on reflection, 3", "Wait, no — 2",
+# "po zvážení 2", "仔细想想，3"). Searched only when one of ``REVISION_HINTS`` occurs.
+REVISION = re.compile(
+    r"(?<![\w'])(?:actually|on (?:second|further) thought|(?:up)?on (?:further )?reflection|"
+    r"after (?:further |more )?(?:reflection|consideration|thinking)|wait|let me (?:revise|reconsider|correct)|"
+    r"correction|i(?:'ll| will)? (?:change|revise) my answer|scratch that)\b|"
+    r"仔细想想|再想想|重新考虑|更正|修正|بعد التفكير|بعد اعاده التفكير|تصحيح|"
+    r"(?<!\w)(?:po zvážení|po úvahe|vlastne|oprava)(?!\w)"
+)
+REVISION_HINTS = ("actually", "thought", "reflection", "consideration", "thinking", "wait", "let me", "correction",
+                  "my answer", "scratch", "想想", "重新考虑", "更正", "修正", "التفكير", "تصحيح", "po zvážení",
+                  "po úvahe", "vlastne", "oprava")  # fmt: skip
+# Others' answers, not the reply's own: "Actually, many would pick 4", "but most people say 2".
+ATTRIBUTED = re.compile(
+    r"(?<!\w)(?:many|most|some|other|others|people|everyone|they|someone|one)(?: \w+)? (?:would|might|could|may|will)"
+    r"(?!\w)|人们|有些人|很多人|البعض|الكثيرون|mnohí|niektorí|ľudia"
+)
+
+
+def attributed(text: str, position: int) -> bool:
+    """Whether the clause before ``position`` gives the answer to others ("many would pick 4", "some would say")."""
+    lo = max(0, position - 48)
+    clause = max(text.rfind(mark, lo, position) for mark in ".;!?\n,")
+    return ATTRIBUTED.search(text, max(lo, clause + 1), position) is not None
+
+
+# What may stand between a conclusion or revision and its answer ("Final answer: **3**", "answer is 3", "是3").
+AFTER_MARKER = re.compile(r"[\s:：=*_#>\"'`(\[\-,.…—–]*(?:(?:is|would be|will be|=|是|为|هي|je)[\s:：*_\"'`(\[\-]*)?")
+
+# Number words and ordinals, in the instrument languages and those a persona may answer in (on normalised text:
+# "ثلاثة" is "ثلاثه"). A cardinal counts only where it is committed (cue, bold, the reply's start) and ends its
+# phrase ("Answer: three.", "I'd rate it two"): "one of the most important", "three reasons" are no answers.
+NUMBER_WORDS = {
+    1: ("one", "eins", "un", "une", "uno", "una", "jeden", "jedna", "jedno", "один", "одна", "واحد"),
+    2: ("two", "zwei", "deux", "dos", "dva", "dve", "два", "две", "اثنان", "اثنين"),
+    3: ("three", "drei", "trois", "tres", "tri", "три", "ثلاثه"),
+    4: ("four", "vier", "quatre", "cuatro", "štyri", "четыре", "اربعه"),
+    5: ("five", "fünf", "cinq", "cinco", "päť", "пять", "خمسه"),
+}
+
+
+def _spaced(words: str) -> tuple[str, ...]:
+    """The space-separated words of ``words``."""
+    return tuple(words.split())
+
+
+ORDINAL_WORDS = {
+    1: _spaced("first 1st erste ersten première premier primera primer prvá prvú prvý первый первую"),
+    2: _spaced("second 2nd zweite zweiten deuxième segunda segundo druhá druhú druhý второй вторую"),
+    3: _spaced("third 3rd dritte dritten troisième tercera tercero tretia tretiu tretí третий третью"),
+    4: _spaced("fourth 4th vierte vierten quatrième cuarta cuarto štvrtá štvrtú štvrtý четвёртый четвертый четвертую"),
+    5: _spaced("fifth 5th fünfte fünften cinquième quinta quinto piata piatu piaty пятый пятую"),
+}
+# What an ordinal names: "the third option", "the second one", "druhú možnosť", "третий вариант".
+_ORDINAL_NOUNS = _spaced(
+    "option choice answer one alternative möglichkeit antwort réponse opción opcion respuesta možnosť možnosti "
+    "odpoveď вариант ответ"
+)
+_ARABIC_ORDINALS = ("الاول", "الثاني", "الثالث", "الرابع", "الخامس")
+_LETTER_EDGE_BEFORE = r"(?<![^\W\d_])"
+_LETTER_EDGE_AFTER = r"(?![^\W\d_])"
+
+
+def _words(table: dict[int, tuple[str, ...]]) -> str:
+    return "|".join(sorted({re.escape(w) for ws in table.values() for w in ws}, key=len, reverse=True))
+
+
+_JOIN = r"\s*(?:,|/|-|–|or|and|to|oder|ou|o|alebo|или|或)\s*"
+SPELLED = re.compile(
+    # 1: cardinals ending their phrase ("three.", "two or three"); 2: ordinals with their noun ("the third option",
+    # "the second or the third option"); 3: Arabic ordinals after the noun; 4: an ordinal alone ending a sentence
+    # ("I'd go with the first.": counted only after a cue); 5: any other cardinal ("option three is", named)
+    rf"{_LETTER_EDGE_BEFORE}(?:((?:{_words(NUMBER_WORDS)})(?:{_JOIN}(?:{_words(NUMBER_WORDS)}))?)"
+    rf"(?=[*_]*[ \t]*(?:$|\n|[.,;:!?)\]\"'`(\-—–=]))|"
+    rf"(?:the\s+)?((?:{_words(ORDINAL_WORDS)})(?:{_JOIN}(?:the\s+)?(?:{_words(ORDINAL_WORDS)}))*)"
+    rf"\s+(?:{'|'.join(_ORDINAL_NOUNS)}){_LETTER_EDGE_AFTER}|"
+    rf"(?:الخيار|الاختيار|الاجابه)\s+({'|'.join(_ARABIC_ORDINALS)}){_LETTER_EDGE_AFTER}|"
+    rf"(?:the\s+)?({_words(ORDINAL_WORDS)})(?=[*_]*[ \t]*(?:$|\n|[.!;)]))|"
+    rf"({_words(NUMBER_WORDS)}){_LETTER_EDGE_AFTER})"  # 5: any cardinal (counted only after an option noun)
+)
+# splits "two or three", "second or the third" into their words
+JOINED = re.compile(r"\s*(?:[,/\-–]|(?<!\w)(?:or|and|to|oder|ou|o|alebo|или)(?!\w))\s*(?:the\s+)?")
+# An option noun right before a cardinal names the option ("option three", "možnosť tri"): a candidate anywhere.
+OPTION_BEFORE = re.compile(
+    rf"\s*(?:{_alternation(('number', 'no.', '#', 'رقم', 'číslo'))}\s*)?"
+    rf"{_alternation(('option', 'choice', 'možnosť', 'možnosti', 'الخيار', '选项', 'вариант', 'opción'))}"
+)
+# Substrings one of which any match of ``SPELLED`` holds: tested first (C-level scans cost far less than the regex).
+_ALL_SPELLED = sorted(
+    {w for t in (NUMBER_WORDS, ORDINAL_WORDS) for ws in t.values() for w in ws} | set(_ARABIC_ORDINALS)
+)
+SPELLED_HINTS = tuple(w for w in _ALL_SPELLED if not any(o != w and o in w for o in _ALL_SPELLED))
+SPELLED_SET = frozenset(_ALL_SPELLED)  # for a short reply: its words against these (one findall, one set test)
+WORD = re.compile(r"[^\W_]+")
+SPELLED_VALUE = {w: k for table in (NUMBER_WORDS, ORDINAL_WORDS) for k, ws in table.items() for w in ws}
+SPELLED_VALUE.update({w: k for k, w in enumerate(_ARABIC_ORDINALS, start=1)})
+
+
 # Refusals and AI disclaimers, by meaning rather than one fixed phrase: declining ("I'd rather not", "I must
 # decline"), discomfort ("I do not feel comfortable"), inability ("I cannot", "I'm unable"), no self to answer
 # from ("as an AI", "I don't have personal opinions"), unsuitability ("it wouldn't be appropriate"), and
@@ -198,10 +320,10 @@ REFUSAL = re.compile(
     r"i(?:'d| would) (?:rather not|prefer not|be happy to (?:discuss|talk|help|explain))|i prefer not to|"
     r"i (?:don't|do not) (?:think|believe) i (?:should|can) (?:answer|provide|choose|respond|speculate)|"
     r"i apologi[sz]e,? but|instead,? (?:i|we) (?:could|can)|"
-    r"not (?:appropriate for me|feel comfortable|(?:in a position|able) to (?:answer|provide|say|speak))|"
+    r"(?:not|n't) (?:appropriate for me|feel comfortable|(?:in a position|able) to (?:answer|provide|say|speak))|"
     r"w(?:ouldn't|ould not) (?:be )?appropriate|is(?:n't| not) appropriate|"
     r"uncomfortable (?:answering|providing|sharing|choosing|rating|speculating)|"
-    r"perhaps we (?:could|can)|maybe we (?:could|can)|"
+    r"perhaps we (?:could|can)|maybe we (?:could|can)|could we (?:discuss|talk)|"
     # Chinese
     r"作为一个?人工智能|作为一个?ai|作为(?:一个)?(?:语言模型|ai助手|人工智能助手|助手)|语言模型|我没有个人|"
     r"没有个人(?:的)?(?:偏好|感受|观点|喜好|意见|经历)|我(?:并)?没有(?:情感|感情|国籍|偏好|观点|工作|身体)|"

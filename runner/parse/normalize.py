@@ -72,12 +72,34 @@ def squash(normalized: str) -> str:
     return _NON_WORD.sub("", normalized)
 
 
-_REASONING = re.compile(r"<think(?:ing)?>.*?(?:</think(?:ing)?>|$)", re.DOTALL)
+# Reasoning traces, in the forms reasoning models and their servers print them (all on normalised text):
+# <think>/<thinking>/<thought>/<reasoning> blocks, <|begin_of_thought|> … <|end_of_thought|>, Kimi's ◁think▷ … ◁/think▷,
+# and Ollama's "Thinking... … ...done thinking." An unclosed block runs to the end (a truncated reply). Each block is
+# one lazy match that ends at its closing tag or the end of the text, so the pass is linear.
+_REASONING = re.compile(
+    r"<(think|thinking|thought|reasoning)>.*?(?:</\1>|$)|<\|begin_of_thought\|>.*?(?:<\|end_of_thought\|>|$)|"
+    r"◁think▷.*?(?:◁/think▷|$)|\A\s*thinking(?:\.\.\.|…)[ \t]*\n.*?(?:(?:\.\.\.|…)done thinking\.?|$)",
+    re.DOTALL,
+)
+# Where a reasoning trace may stand (cheap substring tests before the regex runs at all).
+_REASONING_HINTS = ("<think", "<thought", "<reasoning", "begin_of_thought", "\u25c1think", "thinking...", "thinking…")
+# A closing tag with no opening one: servers that put "<think>" in the prompt (DeepSeek-R1 distills under vLLM or
+# Ollama templates) return the reasoning followed by "</think>" and the answer.
+_CLOSERS = ("</think>", "</thinking>", "</thought>", "</reasoning>", "<|end_of_thought|>", "\u25c1/think\u25b7")
 
 
 def without_reasoning(normalized: str) -> str:
-    """``normalized`` without reasoning blocks (``<think>…</think>``; an unclosed one runs to the end), stripped.
+    """``normalized`` without its reasoning trace (see ``_REASONING``; an unclosed one runs to the end), stripped.
 
-    Reasoning models weigh several options before answering; only the text after the block is the reply.
+    Reasoning models weigh several options before answering; only the text after the trace is the reply. Text
+    before an unmatched closing tag ("… </think> 3") is the trace too.
     """
-    return _REASONING.sub(" ", normalized).strip()
+    t = normalized
+    if "<" not in t and "\u25c1" not in t and "thinking" not in t:  # every trace form holds one of these
+        return t.strip()
+    if any(hint in t for hint in _REASONING_HINTS):
+        t = _REASONING.sub(" ", t)
+    cut = max(t.rfind(closer) + len(closer) if closer in t else -1 for closer in _CLOSERS)
+    if cut > 0:
+        t = t[cut:]
+    return t.strip()

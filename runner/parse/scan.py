@@ -29,6 +29,11 @@ _AFTER_NUMBER = re.compile(r"\d\s*[-=:.(]*\s*$")
 # a superset of where ``markers.committed_by_cue`` can hold, which then decides exactly.
 _CUE_WORDS = re.compile("|".join(re.escape(w) for w in sorted(markers.CUES, key=len, reverse=True)))
 _BOLD = re.compile(r"\*\*|__")
+# A lone number on its own line ("1\n3": two answers, not an answer and a mention), with markup around it.
+_LINE_BEFORE = re.compile(r"[ \t*_>#`\"'(\[]*")
+_LINE_AFTER = re.compile(r"[ \t*_.)`\"'\]]*(?:\n|$)")
+# "this one", "the one" are not the number one
+_NOT_ONE = ("this ", "that ", "the ", "each ", "which ", "any ", "every ", "no ", "a ")
 _CUE_REACH = 48  # committed_by_cue looks 40 characters back from a candidate; a little more is harmless
 _CHUNK = 4096  # characters of candidates materialised at a time by ``stream``
 _AHEAD = 256  # a window's number search runs this far past it (the number's own match never needs more)
@@ -58,6 +63,7 @@ class Scan:
         "may_number_question",
         "may_reference",
         "order",
+        "spelled",
         "t",
     )
 
@@ -73,6 +79,12 @@ class Scan:
         self.may_reference = any(word in t for word in _QUESTION_HINTS)
         self.may_number_question = "题" in t or "題" in t or "问" in t  # "第3题"
         self.cjk = _CJK_NUMERALS_PRESENT.search(t) is not None
+        # number words and ordinals: looked for in every short reply, and in the windows that can commit one in
+        # a long reply (an alternation of many words costs ~0.1 us per character: a whole-text pass is too slow)
+        if len(t) <= _CHUNK:
+            self.spelled = not markers.SPELLED_SET.isdisjoint(markers.WORD.findall(t))
+        else:
+            self.spelled = any(hint in t for hint in markers.SPELLED_HINTS)
         # Most replies are short: all their candidates at once cost less than finding the few that matter.
         self.every = self.window(0, len(t) + 1) if len(t) <= _CHUNK else None
 
@@ -134,18 +146,59 @@ class Scan:
             if m.start(1) >= lo:
                 yield Candidate(m.start(1), m.end(1), self.order[_CJK_DIGITS.index(m.group(1))], "num")
 
+    def spelled_numbers(self, lo: int, hi: int) -> Iterator[Candidate]:
+        """Number words and ordinals starting in ``[lo, hi)``: "the third option", "option three", a committed
+        cardinal that ends its phrase ("Answer: three.", "**Drei**"; never "three reasons" or "this one"), an
+        ordinal alone after a cue ("I'd go with the first.")."""
+        t = self.t
+        for m in markers.SPELLED.finditer(t, max(0, lo), min(len(t), hi + 24)):
+            if m.start() >= hi:
+                return
+            start = m.start()
+            if m.group(5):  # a cardinal inside a phrase: only right after an option noun ("option three is")
+                if not markers.ends_with(markers.OPTION_BEFORE, t, start, 24):
+                    continue
+                values = _spelled_values(m.group(5))
+            elif m.group(1) or m.group(4):  # a cardinal ending its phrase, or a lone ordinal: where committed
+                words, lone_ordinal = m.group(1) or m.group(4), m.group(1) is None
+                c = Candidate(start, m.end(), None, "num")
+                if words == "one" and t[max(0, start - 6) : start].endswith(_NOT_ONE):
+                    continue
+                named = not lone_ordinal and markers.ends_with(markers.OPTION_BEFORE, t, start, 24)
+                if lone_ordinal:
+                    if not markers.committed_by_cue(t, start):
+                        continue
+                elif not (named or self.strong(c)):
+                    continue
+                values = _spelled_values(words)
+            elif m.group(2):  # "the second or the third option"
+                values = _spelled_values(m.group(2))
+            else:
+                values = [markers.SPELLED_VALUE[m.group(3)]]
+            if not values:
+                continue
+            if len(set(values)) > 1:  # "two or three", "the second or the third option": between two
+                yield Candidate(start, m.end(), None, "between")
+            elif values[0] <= len(self.order):
+                yield Candidate(start, m.end(), self.order[values[0] - 1], "num")
+
     def relabel(self, labels: list[Candidate]) -> None:
         """Use ``labels`` (the English fallback's) as the label candidates instead."""
         self.labels = labels
         if self.every is not None:
             self.every = self.window(0, len(self.t) + 1)
 
-    def window(self, lo: int, hi: int, labels: bool = True) -> list[Candidate]:
+    def window(self, lo: int, hi: int, labels: bool = True, spelled: bool = True) -> list[Candidate]:
         """The candidates starting in ``[lo, hi)``, in text order (numbers before labels at the same start)."""
         found = list(self.numbers(lo, hi)) if self.has_digit else []
         if self.cjk:
             found += self.cjk_numerals(lo, hi)
             found.sort(key=_start)
+        if spelled and self.spelled:
+            words = list(self.spelled_numbers(lo, hi))
+            if words:
+                found += words
+                found.sort(key=_start)
         if labels and self.labels:  # labels are in text order: slice the window instead of filtering them all
             all_labels = self.labels
             found += all_labels[bisect_left(all_labels, lo, key=_start) : bisect_left(all_labels, hi, key=_start)]
@@ -161,7 +214,7 @@ class Scan:
     def _chunks(self, lo: int) -> Iterator[Candidate]:
         end = len(self.t) + 1
         while lo < end:
-            yield from self.window(lo, lo + _CHUNK)
+            yield from self.window(lo, lo + _CHUNK, spelled=False)
             lo += _CHUNK
 
     def strong(self, c: Candidate) -> bool:
@@ -170,8 +223,21 @@ class Scan:
         if c.start <= self.lead or t[c.start - 2 : c.start] in ("**", "__") or t[c.end : c.end + 2] == "**":
             return True
         if markers.committed_by_cue(t, c.start):
-            return True
-        return c.kind == "label" and _AFTER_NUMBER.search(t, max(0, c.start - 6), c.start) is not None
+            return not markers.attributed(t, c.start)  # "many would pick 4" is others' answer, not the reply's
+        if c.kind == "label":
+            return _AFTER_NUMBER.search(t, max(0, c.start - 6), c.start) is not None
+        return self._alone_on_line(c)
+
+    def _alone_on_line(self, c: Candidate) -> bool:
+        """Whether ``c`` is all its line holds, but for markup ("2", "**3.**"): a line-long answer."""
+        t = self.t
+        before = t[max(0, c.start - 8) : c.start]
+        newline = before.rfind("\n")
+        if newline < 0 and c.start > 8:
+            return False
+        if not _LINE_BEFORE.fullmatch(before, newline + 1):
+            return False
+        return _LINE_AFTER.match(t, c.end) is not None
 
     def committed(
         self, lo: int = 0, hi: int | None = None, keep: Callable[[Candidate], bool] | None = None
@@ -210,6 +276,11 @@ class Scan:
                 return
             yield from self.window(max(a, lo, seen + 1), min(b, hi), labels=False)
             seen = min(b, hi) - 1
+
+
+def _spelled_values(words: str) -> list[int]:
+    """The values of the number words or ordinals in ``words`` ("two or three" → [2, 3]); unknown words skipped."""
+    return [v for w in markers.JOINED.split(words) if (v := markers.SPELLED_VALUE.get(w)) is not None]
 
 
 def _two_way(first: Iterator[Candidate], second: Iterator[Candidate]) -> Iterator[Candidate]:

@@ -6,7 +6,8 @@ Each list entry is aligned to a question by what it says, not by the first numbe
 restart per section, as the prompts of the CAT papers did (1-10, 1-4, 1-6, 1-4; GPT-4 sample in CAT v2
 Appendix I): when a number is below the previous one, the entries continue with the next instrument section not
 yet begun (or the section a header line named); the same question answered twice differently is ambiguous.
-Restated scale lines and section titles are not entries. Questions without an entry stay ``no_answer``.
+Restated scale lines and section titles are not entries. Questions without an entry stay ``no_answer``. A reply
+that lists the answers alone ("2, 1, 3, …") is read in question order where it holds one per question asked.
 """
 
 from __future__ import annotations
@@ -47,27 +48,52 @@ _LETTER = re.compile(r"[^\W\d_]")
 _LOOSE = 0.3  # share of the named question's text that marks its restatement, where the entry's number named it
 _SCALE_POINT = re.compile(r"(?<!\d)[1-5]\s*(?:=|-(?=\s*[^\W\d]))")
 _DIGIT = re.compile(r"\d")
-_INLINE = re.compile(r"(?<!\d)(\d{1,2})\s*[.):]\s*(\d)(?!\d)")
+_INLINE = re.compile(r"(?<!\d)(\d{1,2})\s*[.):=]\s*(\d)(?!\d)")
+# The answers alone, in question order: "2, 1, 3, …", "2 1 3 …", "2; 1; 3" (one-digit values, one separator kind).
+_SEQUENCE = re.compile(r"(?<![\w.])\d(?!\w|\.\d)(?:(?:[ \t]*[,;，、،][ \t]*|[ \t]+)\d(?!\w|\.\d))+")
+# Keys that hold a JSON survey's answers ({"answers": [...]}, {"responses": {...}}).
+_CONTAINERS = ("answers", "responses", "results", "survey", "items", "questions", "data")
 # Only at the start of a whitespace run: "\s+" retried at every position of a long run was quadratic.
 _INLINE_START = re.compile(r"(?<!\s)\s+(?=\d{1,2}\s*[.)]\s*\d(?!\d))")
 _QUESTION_KEY = re.compile(r"\D*(\d{1,2})$")
+# A header that opens the reply's final list after it reasoned through the questions ("**Final answers:**",
+# "My answers:", "最终答案：", "الإجابات النهائية:", "Konečné odpovede:"); the list after the last one is read, where
+# it answers at least half the questions asked. Looked for in the last ``_FINAL_REACH`` characters.
+_FINAL_LIST = re.compile(
+    r"(?:^|\n)[ \t*#>_]*(?:(?:my )?final (?:answers?|responses?)|my answers|summary|最终答案|最终回答|"
+    r"الاجابات النهائيه|konečné odpovede)[ \t*_]*[:：]?[ \t*_]*(?=\n)"
+)
+_FINAL_HINT = re.compile(r"final|my answers|summary|最终|النهائيه|konečné")
+_FINAL_REACH = 65_536
 
 
 def parse_survey(text: str, cell: PromptCell) -> tuple[Answer, ...]:
     """One answer per question in ``cell.questions`` (in that order) from a survey reply."""
-    t = normalize(text)
-    if "<think" in t:
-        t = without_reasoning(t)
+    t = without_reasoning(normalize(text))
     contexts = {q: context(cell.language, q, cell.option_order, cell.reply_format) for q in cell.questions}
     found: dict[int, Answer] = {}
-    if "[" in t or "{" in t:
-        found = _from_json(t, contexts)
+    final = _FINAL_LIST.search(t, max(0, len(t) - _FINAL_REACH)) if _FINAL_HINT.search(t) else None
+    if final is not None:  # "Final answers:" after reasoning through the questions: the list from there on
+        last = final
+        for last in _FINAL_LIST.finditer(t, final.start()):  # noqa: B007 - the last one is wanted
+            pass
+        found = _answers(t[last.end() :], cell, contexts)
+        if 2 * len(found) < len(cell.questions):
+            found = {}
     if not found:
-        found = _from_list(t, cell, contexts)
+        found = _answers(t, cell, contexts)
     if not found:
         status = "refusal" if markers.REFUSAL.search(t) else "no_answer"
         return tuple(Answer(q, None, status) for q in cell.questions)
     return tuple(found.get(q) or Answer(q, None, "no_answer") for q in cell.questions)
+
+
+def _answers(t: str, cell: PromptCell, contexts: dict[int, Context]) -> dict[int, Answer]:
+    """The answers a (normalised) survey reply states: JSON, else a list."""
+    found: dict[int, Answer] = {}
+    if "[" in t or "{" in t:
+        found = _from_json(t, contexts)
+    return found or _from_list(t, cell, contexts)
 
 
 def _record(found: dict[int, Answer], answer: Answer) -> None:
@@ -86,8 +112,12 @@ def _from_json(t: str, contexts: dict[int, Context]) -> dict[int, Answer]:
     value = first_json(t, "[") if "[" in t and ("{" not in t or t.index("[") < t.index("{")) else None
     if value is None:
         value = first_json(t, "{")
-    if isinstance(value, dict) and isinstance(value.get("answers"), (list, dict)):
-        value = value["answers"]
+    if isinstance(value, dict) and not any(_QUESTION_KEY.match(str(key)) for key in value):
+        inner = next((value[k] for k in _CONTAINERS if isinstance(value.get(k), (list, dict))), None)
+        if inner is None:
+            nested = [v for v in value.values() if isinstance(v, (list, dict))]
+            inner = nested[0] if len(nested) == 1 else None
+        value = inner if inner is not None else value
     found: dict[int, Answer] = {}
     asked = list(contexts)
     if isinstance(value, list):
@@ -199,7 +229,20 @@ def _from_list(t: str, cell: PromptCell, contexts: dict[int, Context]) -> dict[i
             for m in _INLINE.finditer(t):
                 if int(m.group(1)) in asked:
                     _record(found, parse_item(m.group(2), contexts[int(m.group(1))]))
+        if not found:
+            _from_sequence(t, cell, contexts, found)
     return found
+
+
+def _from_sequence(t: str, cell: PromptCell, contexts: dict[int, Context], found: dict[int, Answer]) -> None:
+    """Record a reply that lists the answers alone, in question order ("2, 1, 3, …"): only where exactly one
+    such run holds exactly one value per question asked (a shorter one cannot say which question it skipped)."""
+    runs = [m.group() for m in _SEQUENCE.finditer(t)]
+    full = [run for run in runs if len(_DIGIT.findall(run)) == len(cell.questions)]
+    if len(full) != 1 or len(runs) > 2:
+        return
+    for question, value in zip(cell.questions, _DIGIT.findall(full[0]), strict=True):
+        _record(found, parse_item(value, contexts[question]))
 
 
 class _Numbering:
