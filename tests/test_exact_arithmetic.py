@@ -636,3 +636,15 @@ def test_distances_of_integer_points_are_exact_on_every_backend(backend):
     assert all(v == sum(abs(a - b) for a, b in zip(points[i], points[j], strict=True))
                for v, (i, j) in zip(city, itertools.combinations(range(30), 2), strict=True))  # fmt: skip
     np.testing.assert_array_equal(stats_core.squareform(stats_core.pdist_square(points, backend=backend)), euclid)
+
+
+@pytest.mark.parametrize("constant", [1e-7, 2.5e-7, 3.0000000001e-9, -1e-12])
+def test_constants_without_a_small_rational_are_added_exactly(constant: float) -> None:
+    """A constant like 1e-7 has no fraction with denominator ≤ 10⁶: its binary value (denominator 2^76) once
+    overflowed int64 (``OverflowError`` from ``hofcat score --constants pdi=1e-7``); it is added exactly now."""
+    from runner.score.indices import indices_from_means
+
+    means = np.full((2, 24), 3.0)
+    means[1, 6] = 3.5  # PDI: 35 · (m07 − m02) = 17.5
+    got = indices_from_means(means, {"pdi": constant})[:, 0]
+    assert got.tolist() == [float(Fraction(constant)), float(Fraction(constant) + Fraction(35, 2))]

@@ -823,3 +823,25 @@ def test_new_readings_stay_total_on_any_text(pieces, survey):
     answers = parse_reply("".join(pieces), cell).answers
     assert [a.question for a in answers] == list(cell.questions)
     assert all(a.status in STATUSES and (a.option_id is None) == (a.status != "ok") for a in answers)
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        # a pronoun "one" after a choice verb is not option 1 (1.5.0 as first written read 1 in all three)
+        ("If I had to choose one, it would be 3", (3, "ok")),
+        ("I can't pick one.", (None, "refusal")),
+        ("I refuse to choose one.", (None, "no_answer")),
+        ("Answer: one", (1, "ok")),
+        ("I'd choose option one.", (1, "ok")),
+        # a comma pairs two options only where the second ends its phrase (as first written: ambiguous)
+        ("Final answer: 2, 1 being too strong", (2, "ok")),
+        ("I'd rate it 2, 1 would be too strong", (2, "ok")),
+        ("Answer: 4, 5 felt too extreme", (4, "ok")),
+        ("2, 3", (None, "ambiguous")),
+        ("The scale is 1, 2, 3, 4, 5. I choose 4.", (4, "ok")),
+    ],
+)
+def test_review_cases_pronoun_one_and_comma_pairs(reply: str, expected: tuple) -> None:
+    answer = parse_reply(reply, PromptCell("en", "item", (4,))).answers[0]
+    assert (answer.option_id, answer.status) == expected

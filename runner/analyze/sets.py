@@ -281,7 +281,8 @@ def set_separation(
     out = []
     for a, b, factor in set_pairs(units, cross=True):
         (pa, ka, _), (pb, kb, _) = points_of(a), points_of(b)
-        xa, xb = indices_from_means(pa), indices_from_means(pb)
+        # point clouds for distances: float products suffice (no tie is ranked), ~20x cheaper than exact
+        xa, xb = indices_from_means(pa, exact=False), indices_from_means(pb, exact=False)
         row = {
             "set_a": labels[a],
             "set_b": labels[b],

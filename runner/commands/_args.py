@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-__all__ = ["INT32_MAX", "INT64_MAX", "bounded_int", "port", "seed"]
+from runner.sweep.spec import INT32_MAX, INT64_MAX
 
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
+__all__ = ["INT32_MAX", "INT64_MAX", "bounded_int", "port", "positive_int", "seed"]
 
 
 def bounded_int(low: int, high: int) -> Callable[[str], int]:
@@ -31,5 +30,6 @@ def bounded_int(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+positive_int = bounded_int(1, INT64_MAX)  # counts and limits: what the store's int64 columns hold
 port = bounded_int(0, 65535)  # 0: the system picks a free port
 seed = bounded_int(0, INT64_MAX)  # every seed is stored as int64 and fed to numpy's SeedSequence

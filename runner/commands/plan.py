@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from runner.commands._args import positive_int
+
 if TYPE_CHECKING:
     from runner.sweep.plan import PlannedCell
     from runner.sweep.spec import Spec
@@ -25,17 +27,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also print the first K requests of the plan (dealt round-robin by endpoint, as `run --limit K` "
         "sends them) exactly as they will be sent: URL, headers and body, without credentials",
     )
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
-    return value
 
 
 def main(args: argparse.Namespace) -> int:

@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=60.0,
         help="seconds between progress lines when stderr is not a terminal (default 60)",
     )
-    from runner.commands.plan import positive_int
+    from runner.commands._args import positive_int
 
     parser.add_argument(
         "--limit",

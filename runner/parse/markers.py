@@ -162,8 +162,11 @@ def after_echo_sign(text: str, position: int) -> bool:
 # Matched right after a number (``.match(text, end)``):
 RANGE_TO_5 = re.compile(r"\s*(?:-|~|to|through|and|až|do|a|到|至|الى|و)\s*5(?!\d)")  # "1 to 5": the scale
 OUT_OF_5 = re.compile(r"\s*(?:/|out of|z|من اصل|من)\s*5(?!\d)")  # "4/5", "4 z 5": a rating out of five
-# "2-3", "2 or 3", and a listed scale "1, 2, 3, 4, 5" (a comma between two options names both)
-BETWEEN = re.compile(r"\s*(?:-|~|/|,|or|and|to|až|alebo|a|或|到|至|和|او|الى|و)\s*([1-5])(?!\d|\.\d)")
+# "2-3", "2 or 3"
+BETWEEN = re.compile(r"\s*(?:-|~|/|or|and|to|až|alebo|a|或|到|至|和|او|الى|و)\s*([1-5])(?!\d|\.\d)")
+# "2, 3" and a listed scale "1, 2, 3, 4, 5": a comma names both options only when the second number ends its
+# phrase (a list goes on, a sentence or line ends); "2, 1 being too strong" answers 2 and says why not 1
+COMMA_PAIR = re.compile(r"\s*,\s*([1-5])(?!\d|\.\d)(?=[ \t]*(?:[,;.)\]]|or\b|and\b|\n|$))")
 ECHO_SIGN = re.compile(r"\s*=")
 
 # Candidate numbers: 1-3 digit integers or decimals, not glued to Latin letters ("Q1", "1st") or other digits.

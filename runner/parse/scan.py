@@ -123,7 +123,7 @@ class Scan:
                     skip_until = scale.end()  # "1 to 5" is the scale, not an answer
                     continue
                 else:
-                    pair = markers.BETWEEN.match(t, end)
+                    pair = markers.BETWEEN.match(t, end) or markers.COMMA_PAIR.match(t, end)
                     if pair and int(pair.group(1)) != value:
                         if start >= lo:
                             yield Candidate(start, pair.end(), None, "between")
@@ -165,6 +165,8 @@ class Scan:
                 if words == "one" and t[max(0, start - 6) : start].endswith(_NOT_ONE):
                     continue
                 named = not lone_ordinal and markers.ends_with(markers.OPTION_BEFORE, t, start, 24)
+                if words == "one" and not named and not self._by_form(c):
+                    continue  # "choose one, …", "I can't pick one": a pronoun after a verb, not option 1
                 if lone_ordinal:
                     if not markers.committed_by_cue(t, start):
                         continue
@@ -220,13 +222,21 @@ class Scan:
     def strong(self, c: Candidate) -> bool:
         """Whether ``c`` is committed: it opens the reply, is bold, follows a cue, or is a label glued to a number."""
         t = self.t
-        if c.start <= self.lead or t[c.start - 2 : c.start] in ("**", "__") or t[c.end : c.end + 2] == "**":
+        if self._by_form(c):
             return True
         if markers.committed_by_cue(t, c.start):
             return not markers.attributed(t, c.start)  # "many would pick 4" is others' answer, not the reply's
         if c.kind == "label":
             return _AFTER_NUMBER.search(t, max(0, c.start - 6), c.start) is not None
         return self._alone_on_line(c)
+
+    def _by_form(self, c: Candidate) -> bool:
+        """Whether ``c`` is committed by where it stands, not by a verb: it opens the reply, is bold, follows a
+        colon ("Answer: one") or fills its line."""
+        t = self.t
+        if c.start <= self.lead or t[c.start - 2 : c.start] in ("**", "__") or t[c.end : c.end + 2] == "**":
+            return True
+        return t[max(0, c.start - 4) : c.start].rstrip(" *").endswith((":", "：")) or self._alone_on_line(c)
 
     def _alone_on_line(self, c: Candidate) -> bool:
         """Whether ``c`` is all its line holds, but for markup ("2", "**3.**"): a line-long answer."""

@@ -176,15 +176,18 @@ def _exact_indices(means: np.ndarray, constants: Mapping[str, float] | None) -> 
             lcm = np.lcm(np.lcm(qs[..., 0], qs[..., 1]), np.lcm(qs[..., 2], qs[..., 3]))
             bound = 400.0 * lcm.astype(np.float64) * max(constant.denominator, 1) + abs(float(constant)) * lcm
         slow |= (lcm <= 0) | (bound >= _SAFE) | (lcm.astype(np.float64) * constant.denominator >= _SAFE)
-        lcm = np.where(slow, 1, lcm)
-        top = w1 * (
-            p[..., a] * (lcm // np.where(slow, 1, q[..., a])) - p[..., b] * (lcm // np.where(slow, 1, q[..., b]))
-        )
-        top = top + w2 * (
-            p[..., c] * (lcm // np.where(slow, 1, q[..., c])) - p[..., d] * (lcm // np.where(slow, 1, q[..., d]))
-        )
-        top = top * constant.denominator + constant.numerator * lcm
-        out[..., j] = top.astype(np.float64) / (lcm * constant.denominator).astype(np.float64)
+        if abs(constant.numerator) >= _SAFE or constant.denominator >= _SAFE:  # e.g. 1e-7's binary fraction
+            slow[...] = True  # its terms do not fit int64: every row in Python integers
+        if not slow.all():
+            lcm = np.where(slow, 1, lcm)
+            top = w1 * (
+                p[..., a] * (lcm // np.where(slow, 1, q[..., a])) - p[..., b] * (lcm // np.where(slow, 1, q[..., b]))
+            )
+            top = top + w2 * (
+                p[..., c] * (lcm // np.where(slow, 1, q[..., c])) - p[..., d] * (lcm // np.where(slow, 1, q[..., d]))
+            )
+            top = top * constant.denominator + constant.numerator * lcm
+            out[..., j] = top.astype(np.float64) / (lcm * constant.denominator).astype(np.float64)
         if slow.any():
             out[slow, j] = _object_index(big_p[slow], big_q[slow], dim, constant)
         if not np.isfinite(given):  # an infinite constant: nothing exact to keep

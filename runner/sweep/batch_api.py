@@ -27,7 +27,7 @@ from yarl import URL
 
 from runner.errors import FatalRequestError, RequestError, ServerError, TransportError
 from runner.sweep.providers import HttpCall
-from runner.sweep.transport import RawReply, redact
+from runner.sweep.transport import RawReply, failure_text, redact
 
 __all__ = ["BatchAPI", "BatchResult", "BatchStatus", "batch_api"]
 
@@ -98,7 +98,10 @@ class _Http:
         self.secret = secret
         import aiohttp  # only when a batch endpoint runs
 
-        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s))
+        # no cookie jar: as the chat transport, an API needs none, and a server's Set-Cookie would be sent back
+        self.session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=timeout_s), cookie_jar=aiohttp.DummyCookieJar()
+        )
 
     async def request(self, method: str, path: str, *, json_body: Any = None, data: Any = None) -> bytes:
         import aiohttp
@@ -113,7 +116,7 @@ class _Http:
         except TimeoutError:
             raise TransportError(f"{method} {path}: timed out") from None
         except aiohttp.ClientError as exc:
-            raise TransportError(redact(f"{method} {path}: {type(exc).__name__}: {exc}", [self.secret])) from None
+            raise TransportError(f"{method} {path}: {failure_text(exc, self.secret)}") from None
         if 200 <= status < 300:
             return body
         text = redact(body[:4096].decode("utf-8", "replace"), [self.secret])[:300]

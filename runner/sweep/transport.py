@@ -59,6 +59,7 @@ __all__ = [
     "TransportFactory",
     "aiohttp_transport",
     "decode",
+    "failure_text",
     "redact",
     "send",
 ]
@@ -149,7 +150,7 @@ class AiohttpTransport:
         except TimeoutError:
             raise TransportError("timed out waiting for the response") from None
         except aiohttp.ClientError as exc:  # refused, reset, bad HTTP framing, payload errors
-            raise TransportError(_failure_text(exc, call.secret)) from None
+            raise TransportError(failure_text(exc, call.secret)) from None
         except ValueError as exc:  # a header value aiohttp, yarl or multidict cannot take (never our own data)
             text = f"unreadable HTTP reply ({type(exc).__name__}: {exc})"
             raise TransportError(_cut(redact(text, [call.secret]))) from None
@@ -203,7 +204,7 @@ def _undecoded(response: aiohttp.ClientResponse, encoding: str) -> bytes:
     return f"(a body in Content-Encoding {shown}, not decoded)".encode()
 
 
-def _failure_text(exc: Exception, secret: str | None) -> str:
+def failure_text(exc: Exception, secret: str | None) -> str:
     """A short, redacted message for an aiohttp failure (aiohttp's own quote raw bytes, headers and all)."""
     import aiohttp
 
