@@ -840,6 +840,9 @@ def test_new_readings_stay_total_on_any_text(pieces, survey):
         ("Answer: 4, 5 felt too extreme", (4, "ok")),
         ("2, 3", (None, "ambiguous")),
         ("The scale is 1, 2, 3, 4, 5. I choose 4.", (4, "ok")),
+        # truncated JSON is read by the keys a whole reply is read by (as first written: invalid_format)
+        ('{"response": 3, "reason": "abc', (3, "ok")),
+        ('{"value": 2, "why', (2, "ok")),
     ],
 )
 def test_review_cases_pronoun_one_and_comma_pairs(reply: str, expected: tuple) -> None:

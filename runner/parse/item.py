@@ -26,10 +26,6 @@ from runner.parse.scan import Candidate, Scan, label_candidates
 from runner.survey.instrument import load_instrument
 
 _BARE = re.compile(r"[\s*(\[\"'`]*(\d{1,3})[\s.)\]*\"'`]*")
-# A stated option field in JSON that does not decode: truncated, or written with single quotes ({'answer': 3}).
-_OPTION_FIELD = re.compile(
-    r"[\"'](?:option_?id|option_?number|option|answer|choice|selected_?option|rating|score)[\"']\s*:\s*[\"']?(\d+)"
-)
 _OPTION_ID_FIELD = re.compile(r"\"option_?id\"\s*:\s*\"?(\d+)")  # in chatter: only the field the prompt names
 # Key words of option fields a JSON reply may use beyond ``_JSON_KEYS`` ("option_number", "selected_answer").
 _KEY_WORDS = ("option", "answer", "choice", "select", "rating", "score")
@@ -49,6 +45,13 @@ _JSON_KEYS = (
     "rating",
     "score",
     "value",
+)
+# A stated option field in JSON that does not decode (truncated, or written with single quotes: {'answer': 3}):
+# the keys a decoded reply is read by, and "option_number", each underscore optional ("optionid").
+_OPTION_FIELD = re.compile(
+    "[\"'](?:"
+    + "|".join(sorted({re.escape(k).replace("_", "_?") for k in (*_JSON_KEYS, "option_number")}, key=len, reverse=True))
+    + ")[\"']\\s*:\\s*[\"']?(\\d+)"
 )
 _MARKUP = " \t\n*#>\"'`(["
 _DIGIT = re.compile(r"\d")
