@@ -169,17 +169,12 @@ def agreement_tables(
                 }
             )
             mis = [d for j, d in enumerate(DIMENSIONS) if agree.misranked[0, i, j]]
+            counted = int(agree.counted[0, i].sum())
             rows["misranked"].append(
-                {
-                    **factors,
-                    "country": name,
-                    "misranked": len(mis),
-                    "of": int(agree.counted[0, i].sum()),
-                    "dimensions": mis,
-                }
+                {**factors, "country": name, "misranked": len(mis), "of": counted, "dimensions": mis}
             )
-            if agree.counted[0, i].any():
-                shares.setdefault(name, []).append((len(mis), int(agree.counted[0, i].sum())))
+            if counted:
+                shares.setdefault(name, []).append((len(mis), counted))
         for j, d in enumerate(DIMENSIONS):
             cols = agree.compared[:, j]
             rows["kendall"].append(

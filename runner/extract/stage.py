@@ -52,6 +52,7 @@ from runner.sweep.outcome import now_us
 from runner.sweep.plan import input_estimate
 from runner.sweep.providers import ChatRequest, Reply, provider_for
 from runner.sweep.retry import RetryPolicy, call_with_retries
+from runner.sweep.session import check_no_running_loop
 from runner.sweep.spec import EndpointConfig, Spec, spec_from_dict
 from runner.sweep.transport import Transport, TransportFactory, aiohttp_transport, redact, send
 
@@ -161,12 +162,7 @@ def extract_answers(
     transport_factory: TransportFactory = aiohttp_transport,
 ) -> ExtractResult:
     """Blocking ``extract_answers_async`` (owns an event loop; inside a running loop await the async one)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        raise UsageError("extract_answers: called inside a running event loop; use `await extract_answers_async(...)`")
+    check_no_running_loop("extract_answers", "extract_answers_async")
     return asyncio.run(
         extract_answers_async(
             run_dir,

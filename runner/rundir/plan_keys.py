@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from runner.errors import RunDirError
 from runner.rundir.layout import RunDir
-from runner.rundir.reader import DIGEST_KEY, key_digest, read_part
+from runner.rundir.reader import DIGEST_KEY, key_digest, part_footer, read_part
 from runner.rundir.writer import RunWriter, store_error
 
 __all__ = ["read_plan_keys", "write_plan_keys"]
@@ -61,11 +61,9 @@ def read_plan_keys(layout: RunDir, spec_hash: str, fingerprint: str, cells: int)
     if not path.is_file():
         return None, "missing"
     try:
-        with pq.ParquetFile(path) as footer:  # the footer alone: metadata and row count
-            meta, rows = footer.schema_arrow.metadata or {}, footer.metadata.num_rows
-    except (pa.ArrowException, OSError) as exc:
-        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return None, f"{path.name} is corrupt (unreadable Parquet footer): {detail}"
+        meta, rows = part_footer(path)
+    except RunDirError as exc:
+        return None, str(exc)
     if meta.get(_FORMAT_KEY) != FORMAT.encode() or DIGEST_KEY not in meta:
         return None, f"{path.name}: not a {FORMAT} file with a key digest"
     if meta.get(_SPEC_KEY) != spec_hash.encode():

@@ -32,6 +32,7 @@ __all__ = [
     "answers_parser_version",
     "column",
     "part_columns",
+    "part_footer",
     "part_pairs",
     "read_dataset",
     "read_manifest",
@@ -87,10 +88,7 @@ def read_part(path: Path, columns: Iterable[str] | None = None, key_column: str 
         with pq.ParquetFile(path, page_checksum_verification=True) as part:
             data = part.read(columns=cols)
     except (pa.ArrowException, OSError) as exc:
-        if isinstance(exc, (FileNotFoundError, PermissionError)):
-            raise RunDirError(f"part {_where(path)} cannot be read ({exc.strerror})") from None
-        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise RunDirError(f"part {_where(path)} is corrupt (unreadable Parquet): {detail}") from None
+        raise _unreadable(path, exc, "Parquet") from None
     stored = (data.schema.metadata or {}).get(DIGEST_KEY)
     if stored is not None and key_column is not None and key_column in data.column_names:
         found = key_digest(data.column(key_column))
@@ -100,6 +98,24 @@ def read_part(path: Path, columns: Iterable[str] | None = None, key_column: str 
                 f"recorded {stored.decode()}; move the file away and rerun to redo its cells"
             )
     return data
+
+
+def part_footer(path: Path) -> tuple[dict[bytes, bytes], int]:
+    """A committed part's schema metadata and row count, from its footer alone (no page is read);
+    ``RunDirError`` naming the file as ``read_part`` does."""
+    try:
+        with pq.ParquetFile(path) as part:
+            return part.schema_arrow.metadata or {}, part.metadata.num_rows
+    except (pa.ArrowException, OSError) as exc:
+        raise _unreadable(path, exc, "Parquet footer") from None
+
+
+def _unreadable(path: Path, exc: Exception, what: str) -> RunDirError:
+    """The located error for a part the system refused (``cannot be read``) or Arrow could not parse (``corrupt``)."""
+    if isinstance(exc, (FileNotFoundError, PermissionError)):
+        return RunDirError(f"part {_where(path)} cannot be read ({exc.strerror})")
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return RunDirError(f"part {_where(path)} is corrupt (unreadable {what}): {detail}")
 
 
 def part_columns(path: Path) -> list[str]:

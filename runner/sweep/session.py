@@ -119,7 +119,7 @@ def run_sweep(
 
     Owns an event loop for the sweep; inside a running loop (a notebook) ``await run_sweep_async(...)``.
     """
-    _check_no_running_loop("run_sweep", "run_sweep_async")
+    check_no_running_loop("run_sweep", "run_sweep_async")
     handle_signals = threading.current_thread() is threading.main_thread()
     return asyncio.run(
         run_sweep_async(
@@ -359,7 +359,7 @@ PROBE_REPEATS = 4  # small: 5 × 4 requests per endpoint before the sweep
 PROBE_MAX_TOKENS = 8
 
 
-def _check_no_running_loop(name: str, async_name: str) -> None:
+def check_no_running_loop(name: str, async_name: str) -> None:
     """``UsageError`` when called from inside a running event loop, where ``asyncio.run`` cannot work."""
     try:
         asyncio.get_running_loop()

@@ -23,7 +23,7 @@ from runner.sweep.plan import Selection
 from runner.sweep.progress import EndpointStats, Progress
 from runner.sweep.remaining import remaining_work
 from runner.sweep.replicas import executor_view
-from runner.sweep.session import build_manifest, prepare, probe_endpoints, token_bounds
+from runner.sweep.session import build_manifest, check_no_running_loop, prepare, probe_endpoints, token_bounds
 from runner.sweep.spec import Spec
 from runner.sweep.transport import aiohttp_transport
 
@@ -61,6 +61,7 @@ def run_sweep_on_ray(
     ``out`` must be reachable at the same path from every node. Connects (and disconnects at the end) unless
     ``ray.init`` was called already. Raises ``UsageError`` without Ray, ``RunnerError`` when a shard fails.
     """
+    check_no_running_loop("run_sweep_on_ray", "run_sweep_on_ray_async")
     handle_signals = threading.current_thread() is threading.main_thread()
     return asyncio.run(
         run_sweep_on_ray_async(
