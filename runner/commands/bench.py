@@ -115,7 +115,7 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out)
     _check_target(out, InputError)
     if args.threads is not None:  # read by the thread pools when stats_core first loads them
-        if "stats_core._native" in sys.modules or "numba" in sys.modules:
+        if "stats_core" in sys.modules or "numba" in sys.modules:
             raise InputError("--threads must be set before stats_core is loaded (use the command, not the API)")
         os.environ["RAYON_NUM_THREADS"] = os.environ["NUMBA_NUM_THREADS"] = str(args.threads)
     from stats_core import benchmark
