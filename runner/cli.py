@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "runner.commands.report",
     "runner.commands.export",
     "runner.commands.demo",
+    "runner.commands.bench",
 )
 
 
