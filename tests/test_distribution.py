@@ -113,7 +113,7 @@ def test_the_bound_holds_for_every_truncation_and_temperature():
             drawn = softmax(logp[:5] / temperature)
         missing = [i for i, p in enumerate(reading.probs) if p is None]
         if reading.bound is None:  # exact: listed shares equal the truth, unlisted ones are ≤ 1e-9 each
-            assert [p for p in reading.probs] == pytest.approx(drawn.tolist(), abs=1e-8)
+            assert list(reading.probs) == pytest.approx(drawn.tolist(), abs=1e-8)
             continue
         checked += 1
         assert missing and all(drawn[i] <= reading.bound + 1e-12 for i in missing)

@@ -1,0 +1,200 @@
+"""Distribution cells that are exact or say what they are not: the drawn distribution at the request's temperature,
+unlisted options bounded (status ``partial``), the policy that scores them, and llama.cpp's post-sampling shape.
+
+The simulator is the known truth: its first-token alternatives are ``AnswerModel.distribution`` at temperature 1,
+and its constrained reply is drawn from the same distribution at the request's temperature; ``top_logprobs`` small
+truncates the list it returns, so partial cells happen on it as on a capped API.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import polars as pl
+import pytest
+
+from _runner_support import make_spec
+from runner.analyze.load import load_answers
+from runner.endpoints.sim.config import SimConfig
+from runner.endpoints.sim.data import load_scores
+from runner.endpoints.sim.logprobs import first_token_logprobs
+from runner.endpoints.sim.respondent import AnswerModel
+from runner.endpoints.sim.server import SimServerThread
+from runner.parse.distribution import EXACT_TOLERANCE, scored_value, with_distributions
+from runner.parse.policy import Policy
+from runner.rundir import read_dataset
+from runner.survey.cell import Framing, PromptCell
+from runner.sweep.providers import ChatRequest, get_provider
+from runner.sweep.session import run_sweep
+
+TEMPERATURE = 0.7
+
+
+def _sweep(path, top_logprobs: int):
+    with SimServerThread(SimConfig(seed=5)) as sim:
+        spec = make_spec(
+            sim.base_url,
+            design={
+                "personas": ["United States", "China", "Japan"],
+                "questions": list(range(1, 25)),
+                "seeds": [1, 2],
+                "temperature": [TEMPERATURE],
+                "shuffle_options": True,
+                "constraint": "grammar",
+                "measurement": "distribution",
+                "top_logprobs": top_logprobs,
+            },
+        )
+        result = run_sweep(spec, path, stream=io.StringIO())
+    assert result.failed == 0
+    return load_answers(path).collect()
+
+
+def _truth(row) -> tuple[float, ...]:
+    return AnswerModel(load_scores(SimConfig().reference)).distribution(
+        row["country"], row["question"], TEMPERATURE, 1.0
+    )
+
+
+def test_listed_options_give_the_distribution_drawn_at_the_requests_temperature(tmp_path):
+    answers = _sweep(tmp_path / "run", 20)  # the simulator's 13 alternatives all fit: every cell exact
+    assert answers.height == 3 * 24 * 2 and (answers["status"] == "ok").all()
+    assert answers["option_bound"].is_null().all()
+    worst = max(
+        max(abs(a - b) for a, b in zip(row["option_probs"], _truth(row), strict=True))
+        for row in answers.iter_rows(named=True)
+    )
+    assert worst < 1e-12  # p^(1/T) renormalised, undoing each cell's shuffled order
+
+
+def test_truncated_alternatives_make_partial_cells_with_bounds_not_zeros(tmp_path):
+    answers = _sweep(tmp_path / "run", 3)  # 3 of 13 alternatives: at least two options unlisted in every cell
+    responses = {r["cell_key"]: r for r in read_dataset(tmp_path / "run", "responses").to_pylist()}
+    model = AnswerModel(load_scores(SimConfig().reference))
+    assert answers.height == 3 * 24 * 2 and (answers["status"] == "partial").all()
+    for row in read_dataset(tmp_path / "run", "answers").to_pylist():
+        response = responses[row["cell_key"]]
+        row["country"] = response["country"]
+        probs, bound = row["option_probs"], row["option_bound"]
+        listed_tokens = {t["token"] for t in response["top_logprobs"]}
+        # the simulator's full list, independently: which options have a listed token, and what each token weighs
+        cell = PromptCell(
+            "en", "item", (row["question"],), Framing("persona", row["country"]), tuple(response["option_order"])
+        )
+        full = first_token_logprobs(model, cell, row["country"], response["response_text"])
+        assert [t["token"] for t in response["top_logprobs"]] == [t for t, _ in full[:3]]
+        weight = {t: p ** (1 / TEMPERATURE) for t, p in full}
+        by_option: dict[int, list[str]] = {}
+        for position, option in enumerate(response["option_order"]):
+            by_option[option] = [str(position + 1), f" {position + 1}"]
+        listed = {o: [t for t in toks if t in listed_tokens] for o, toks in by_option.items()}
+        assert [p is None for p in probs] == [not listed[o] for o in range(1, 6)]  # unknown, never 0
+        total = sum(weight[t] for toks in listed.values() for t in toks)
+        for option in range(1, 6):
+            if listed[option]:
+                assert probs[option - 1] == pytest.approx(sum(weight[t] for t in listed[option]) / total, abs=1e-12)
+        # an unlisted token has at most the smallest listed alternative's probability, and at most what the list
+        # leaves of 1; drawn at T
+        u = min(min(p for _, p in full[:3]), 1.0 - sum(p for _, p in full[:3])) ** (1 / TEMPERATURE)
+        assert bound == pytest.approx(u / (total + u), rel=1e-9)
+        # the bound holds: no unlisted token is drawn with more than it (exact enumeration of the simulator's list)
+        drawn_total = sum(weight[t] for toks in by_option.values() for t in toks)
+        for option, toks in by_option.items():
+            if not listed[option]:
+                assert max(weight[t] for t in toks) / drawn_total <= bound + 1e-12
+        # the reply's own parsed option is kept (the simulator's constrained reply is the bare number)
+        assert row["option_id"] == response["option_order"][int(response["response_text"]) - 1]
+    # scored: the reply's own option by default (an unbiased draw), or nothing with partial="drop"
+    sample = answers.select(scored_value(Policy()))["scored"].to_list()
+    assert sample == [float(o) for o in answers["option_id"]]
+    assert answers.select(scored_value(Policy(partial="drop")))["scored"].is_null().all()
+    neutral = answers.select(scored_value(Policy(partial="drop", unparseable="neutral")))["scored"]
+    assert (neutral == 3.0).all()
+
+
+def test_sample_scoring_of_partial_cells_is_unbiased_where_listed_renormalising_is_not(tmp_path):
+    # against the planted truth: the mean answer over partial cells scored by their replies is within sampling
+    # noise of the true mean at T, while renormalising over the listed options (the old zero-filling) misses each
+    # cell's expected answer by 0.08 scale points on average (the sweep is seeded)
+    answers = _sweep(tmp_path / "run", 3)
+    truth = [sum((k + 1) * p for k, p in enumerate(_truth(row))) for row in answers.iter_rows(named=True)]
+    listed = [
+        sum((k + 1) * (p or 0.0) for k, p in enumerate(row["option_probs"])) for row in answers.iter_rows(named=True)
+    ]
+    sampled = answers["option_id"].cast(pl.Float64).to_list()
+    n = len(truth)
+    variance = sum(
+        sum((k + 1 - m) ** 2 * p for k, p in enumerate(_truth(row)))
+        for row, m in zip(answers.iter_rows(named=True), truth, strict=True)
+    )
+    se = math.sqrt(variance) / n
+    assert abs(sum(sampled) / n - sum(truth) / n) < 4 * se
+    assert sum(abs(a - b) for a, b in zip(listed, truth, strict=True)) / n > 0.05
+
+
+LLAMA_SAMPLED_CHOICE = {  # llama.cpp's post-sampling shape under the digit grammar (measured with SmolLM2), abridged
+    "finish_reason": "stop",
+    "index": 0,
+    "message": {"role": "assistant", "content": "4"},
+    "logprobs": {
+        "content": [
+            {
+                "id": 36,
+                "token": "4",
+                "bytes": [52],
+                "prob": 0.142,
+                "top_probs": [
+                    {"id": 33, "token": "1", "bytes": [49], "prob": 0.674},
+                    {"id": 36, "token": "4", "bytes": [52], "prob": 0.142},
+                    {"id": 34, "token": "2", "bytes": [50], "prob": 0.087},
+                    {"id": 35, "token": "3", "bytes": [51], "prob": 0.061},
+                    {"id": 37, "token": "5", "bytes": [53], "prob": 0.036},
+                ],
+            }
+        ]
+    },
+}
+
+
+def test_llamacpp_grammar_requests_the_drawn_probabilities_and_reads_them_as_drawn():
+    provider = get_provider("openai")
+    messages = [{"role": "user", "content": "q"}]
+    grammar = provider.call("http://x/v1", None, ChatRequest("m", messages, 1, 0.7, 1.0, 2, None, "grammar", 20)).body
+    assert grammar["post_sampling_probs"] is True and grammar["top_k"] == 0 and grammar["min_p"] == 0.0
+    for constraint in ("none", "choice", "json_schema"):  # only llama.cpp's grammar field says the server is llama.cpp
+        body = provider.call("http://x/v1", None, ChatRequest("m", messages, 1, 0.7, 1.0, 2, None, constraint, 20)).body
+        assert not {"post_sampling_probs", "top_k", "min_p"} & set(body)
+    reply = provider.reply({"choices": [LLAMA_SAMPLED_CHOICE], "usage": {}})
+    assert reply.logprobs_sampled is True
+    assert [t for t, _ in reply.top_logprobs] == ["1", "4", "2", "3", "5"]
+    assert [math.exp(lp) for _, lp in reply.top_logprobs] == pytest.approx([0.674, 0.142, 0.087, 0.061, 0.036])
+    # read as drawn: no second temperature, all five listed and summing to 1 → exact, whatever the cell's T
+    import pyarrow as pa
+
+    from runner.parse.answers import answers_table
+
+    responses = pa.table(
+        {
+            "cell_key": ["k"],
+            "response_text": ["4"],
+            "language": ["en"],
+            "mode": ["item"],
+            "questions": [[18]],
+            "framing": ["persona"],
+            "country": ["Germany"],
+            "age": pa.array([None], pa.int16()),
+            "gender": pa.array([None], pa.string()),
+            "option_order": [[1, 2, 3, 4, 5]],
+            "reply_format": ["number"],
+            "measurement": ["distribution"],
+            "constraint": ["grammar"],
+            "temperature": [0.7],
+            "logprobs_sampled": [True],
+            "top_logprobs": [[{"token": t, "logprob": lp} for t, lp in reply.top_logprobs]],
+        }
+    )
+    row = with_distributions(answers_table(responses), responses).to_pylist()[0]
+    assert row["status"] == "ok" and row["option_id"] == 4 and row["option_bound"] is None
+    assert row["option_probs"] == pytest.approx([0.674, 0.087, 0.061, 0.142, 0.036], abs=1e-3)
+    assert EXACT_TOLERANCE == 1e-9
