@@ -10,15 +10,22 @@ exactly). Words-only prompts have no distribution: a first word does not name on
 ``option_labels = "words"`` with ``measurement = "distribution"`` (``runner.sweep.spec``). Probabilities are
 summed per option in canonical option order (the display order is undone with the cell's ``option_order``).
 
-- ``option_mass``: the probability the option tokens held (before renormalising), in [0, 1].
-- ``option_probs``: the five probabilities divided by that mass (they sum to 1 within float rounding).
+- ``option_probs``: the distribution the reply is drawn from. Raw log-probabilities (temperature 1) are
+  drawn at the request's temperature, each token ∝ p^(1/T); probabilities a server reports after its samplers
+  (llama.cpp's ``post_sampling_probs``, ``responses.logprobs_sampled``) are taken as they are. Renormalised over
+  the options the list names (they sum to 1 within float rounding).
+- An option none of whose tokens is listed is never 0: its element is null, the cell's status ``partial`` and
+  ``option_bound`` the most it can hold in the drawn distribution (each unlisted token has at most the smallest
+  listed alternative's probability, and at most what the list leaves of 1). A list that holds all the
+  probability (a server that lists only the tokens its grammar admits, the simulator) is exact: unlisted
+  options are 0 because nothing is left for them. How a partial cell is scored is the policy's
+  ``partial`` (runner/parse/policy.py): its reply's own option (default) or dropped.
+- ``option_mass``: the probability the listed option tokens held among the alternatives, in [0, 1].
 - Status ``low_mass`` when ``option_mass < MIN_OPTION_MASS`` and the reply was not constrained: the model
   mostly wanted to say something else, and the renormalised numbers describe a small part of what it would
   say. The probabilities are still recorded; the default policy does not score the cell. With a constraint
-  that admits only option tokens (llama.cpp's grammar) the server cannot emit anything else, so the
-  renormalised probabilities are exactly the distribution the constrained reply is drawn from and the cell is
-  ``ok`` whatever the mass (the mass is kept and reported). No option token among the alternatives at all:
-  ``low_mass`` without probabilities.
+  that admits only option tokens the server cannot emit anything else, so the cell is ``ok`` (or ``partial``)
+  whatever the mass. No option token among the alternatives at all: ``low_mass`` without probabilities.
 
 ``with_distributions`` applies this to an answers table after the text parse, and ``scored_value`` is the
 analysis's per-answer value: the expected option under ``option_probs`` where the cell has them, else the
