@@ -9,6 +9,7 @@ truncates the list it returns, so partial cells happen on it as on a capped API.
 from __future__ import annotations
 
 import io
+import json
 import math
 
 import polars as pl
@@ -31,7 +32,7 @@ from runner.sweep.session import run_sweep
 TEMPERATURE = 0.7
 
 
-def _sweep(path, top_logprobs: int):
+def _sweep(path, top_logprobs: int, measurement: str | list[str] = "distribution"):
     with SimServerThread(SimConfig(seed=5)) as sim:
         spec = make_spec(
             sim.base_url,
@@ -42,7 +43,7 @@ def _sweep(path, top_logprobs: int):
                 "temperature": [TEMPERATURE],
                 "shuffle_options": True,
                 "constraint": "grammar",
-                "measurement": "distribution",
+                "measurement": measurement,
                 "top_logprobs": top_logprobs,
             },
         )
@@ -198,3 +199,28 @@ def test_llamacpp_grammar_requests_the_drawn_probabilities_and_reads_them_as_dra
     assert row["status"] == "ok" and row["option_id"] == 4 and row["option_bound"] is None
     assert row["option_probs"] == pytest.approx([0.674, 0.087, 0.061, 0.142, 0.036], abs=1e-3)
     assert EXACT_TOLERANCE == 1e-9
+
+
+def test_a_run_with_partial_cells_is_analysed_by_the_stated_policy(tmp_path):
+    # end to end through analyze_run: the questions table scores partial cells by their replies (default) or
+    # drops them; the summary records the rule; the baselines answer the same cells
+    from runner.analyze.run import AnalysisOptions, analyze_run
+
+    answers = _sweep(tmp_path / "run", 3, ["sample", "distribution"])  # sampled cells keep every dimension scored
+    china7 = answers.filter((pl.col("country") == "China") & (pl.col("question") == 7))
+    assert sorted(china7["status"]) == ["ok", "ok", "partial", "partial"]
+    replies = china7.filter(pl.col("status") == "partial")["option_id"].cast(pl.Float64).mean()
+    for partial, expected_n in (("sample", 2), ("drop", 0)):
+        options = AnalysisOptions(n_resamples=20, permutations=0, baseline_replicates=5, policy=Policy(partial=partial))
+        out = analyze_run(tmp_path / "run", options)
+        questions = pl.read_parquet(out / "questions.parquet")
+        cell = (pl.col("country") == "China") & (pl.col("question") == 7) & (pl.col("measurement") == "distribution")
+        row = questions.filter(cell).row(0, named=True)
+        assert row["n"] == expected_n and row["status_partial"] == 2
+        if partial == "sample":  # the partial cells' own replies
+            assert row["mean"] == pytest.approx(replies, abs=1e-12)
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["policy"]["partial"] == partial
+        if partial == "sample":
+            baselines = pl.read_parquet(out / "baselines.parquet")
+            assert baselines.filter(pl.col("dimension") == "cat")["observed"].is_finite().all()
