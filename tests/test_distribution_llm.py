@@ -58,7 +58,7 @@ def test_smollm2_distribution_cells_have_option_probabilities(tmp_path):
 
 
 def test_smollm2_low_mass_cell_is_the_distribution_drawn_under_the_grammar(tmp_path):
-    # Q18 with a Germany persona: the digits hold ~3 % of the raw mass and most are outside the raw top 20 (the
+    # Q18 with a Germany persona: the digits hold ~4 % of the raw mass and four are outside the raw top 20 (the
     # parser before 1.6.0 stored [1, 0, 0, 0, 0]); every option must now be a positive probability equal to the
     # raw logits' digits drawn at T = 0.7
     temperature = 0.7
