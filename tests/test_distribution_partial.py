@@ -224,3 +224,15 @@ def test_a_run_with_partial_cells_is_analysed_by_the_stated_policy(tmp_path):
         if partial == "sample":
             baselines = pl.read_parquet(out / "baselines.parquet")
             assert baselines.filter(pl.col("dimension") == "cat")["observed"].is_finite().all()
+
+
+def test_a_run_whose_every_answer_the_policy_drops_is_analysed_without_a_traceback(tmp_path):
+    # every cell partial and --partial drop: nothing is scored; the analysis says so (no country ranked) instead
+    # of failing on the empty CAT table
+    from runner.analyze.run import AnalysisOptions, analyze_run
+
+    _sweep(tmp_path / "run", 3)
+    options = AnalysisOptions(n_resamples=20, permutations=0, baseline_replicates=5, policy=Policy(partial="drop"))
+    summary = json.loads((analyze_run(tmp_path / "run", options) / "summary.json").read_text())
+    assert summary["cat"] == [] and summary["policy"]["partial"] == "drop"
+    assert [w["kind"] for w in summary["warnings"]] == ["few_countries"]
