@@ -236,3 +236,54 @@ def test_a_run_whose_every_answer_the_policy_drops_is_analysed_without_a_traceba
     summary = json.loads((analyze_run(tmp_path / "run", options) / "summary.json").read_text())
     assert summary["cat"] == [] and summary["policy"]["partial"] == "drop"
     assert [w["kind"] for w in summary["warnings"]] == ["few_countries"]
+
+
+# llama.cpp's raw top 20 for Q18 with a Germany persona under the digit grammar (SmolLM2, measured): one digit
+# listed; a top-100 request put the others at "4" -5.273, "2" -5.730, "3" -6.155, "5" -6.619
+GERMANY_Q18_TOP20 = [
+    ("I", -2.494), ("Al", -2.612), ("Die", -3.018), ("1", -3.502), ("All", -3.54), ("The", -3.555), ("This", -3.62),
+    ("D", -3.668), ("Z", -3.737), ("F", -3.818), ("In", -3.855), ("To", -4.028), ("W", -4.086), ("A", -4.327),
+    ("S", -4.332), ("H", -4.418), ("Germany", -4.488), ("Me", -4.488), ("Ben", -4.501), ("B", -4.591),
+]  # fmt: skip
+GERMANY_Q18_UNLISTED = {2: -5.730, 3: -6.155, 4: -5.273, 5: -6.619}
+
+
+@pytest.mark.parametrize("temperature", [0.7, 1.0])
+def test_a_stored_raw_top_20_is_reparsed_as_partial_with_a_bound_the_real_tail_respects(temperature):
+    # a run stored before 1.6.0 (raw log-probabilities, no logprobs_sampled column) is read at its temperature:
+    # option 1 is all that is listed, so the cell is partial — not [1, 0, 0, 0, 0] — and each unlisted digit's
+    # drawn probability (from the measured tail) is within the bound
+    import pyarrow as pa
+
+    from runner.parse.answers import answers_table
+
+    responses = pa.table(
+        {
+            "cell_key": ["k"],
+            "response_text": ["4"],
+            "language": ["en"],
+            "mode": ["item"],
+            "questions": [[18]],
+            "framing": ["persona"],
+            "country": ["Germany"],
+            "age": pa.array([None], pa.int16()),
+            "gender": pa.array([None], pa.string()),
+            "option_order": [[1, 2, 3, 4, 5]],
+            "reply_format": ["number"],
+            "measurement": ["distribution"],
+            "constraint": ["grammar"],
+            "temperature": [temperature],
+            "top_logprobs": [[{"token": t, "logprob": lp} for t, lp in GERMANY_Q18_TOP20]],
+        }
+    )
+    row = with_distributions(answers_table(responses), responses).to_pylist()[0]
+    assert row["status"] == "partial" and row["option_id"] == 4  # the reply's own answer, kept
+    assert row["option_probs"] == [1.0, None, None, None, None]
+    listed = sum(math.exp(lp) for _, lp in GERMANY_Q18_TOP20)
+    u = min(math.exp(-4.591), 1.0 - listed) ** (1 / temperature)
+    w1 = math.exp(-3.502) ** (1 / temperature)
+    assert row["option_bound"] == pytest.approx(u / (w1 + u), rel=1e-9)
+    weights = {1: w1} | {o: math.exp(lp) ** (1 / temperature) for o, lp in GERMANY_Q18_UNLISTED.items()}
+    drawn = {o: w / sum(weights.values()) for o, w in weights.items()}
+    assert all(drawn[o] <= row["option_bound"] for o in GERMANY_Q18_UNLISTED)
+    assert drawn[1] < row["option_probs"][0]  # the listed share is an upper bound on the true one
