@@ -224,6 +224,12 @@ def test_a_run_with_partial_cells_is_analysed_by_the_stated_policy(tmp_path):
         if partial == "sample":
             baselines = pl.read_parquet(out / "baselines.parquet")
             assert baselines.filter(pl.col("dimension") == "cat")["observed"].is_finite().all()
+    # the report says how many answers were partial and by which rule the analysis (the last one: drop) scored them
+    from runner.report.html import render_report
+
+    page = render_report(tmp_path / "run").read_text()
+    assert "144 distribution answer(s) are partial" in page
+    assert "With partial = drop they are scored as unparseable answers" in page
 
 
 def test_a_run_whose_every_answer_the_policy_drops_is_analysed_without_a_traceback(tmp_path):
