@@ -105,7 +105,7 @@ def test_analysis_scores_indices_by_the_policy_and_records_it(policy):
 def test_default_policy_is_todays_behaviour():
     assert AnalysisOptions().policy == Policy("drop", "answered")
     _, summary = analyze_answers(answers().lazy(), AnalysisOptions(n_resamples=5, permutations=0))
-    assert summary["policy"] == {"unparseable": "drop", "health_items": "answered"}
+    assert summary["policy"] == {"unparseable": "drop", "health_items": "answered", "partial": "sample"}
 
 
 @pytest.mark.parametrize(
@@ -115,6 +115,7 @@ def test_default_policy_is_todays_behaviour():
         (["--unparseable", "neutral"], Policy("neutral", "answered")),
         (["--health-items", "neutral"], Policy("drop", "neutral")),
         (["--unparseable", "neutral", "--health-items", "neutral"], Policy("neutral", "neutral")),
+        (["--partial", "drop"], Policy("drop", "answered", "drop")),
     ],
 )
 def test_analyze_command_passes_the_policy(monkeypatch, tmp_path, capsys, argv, expected):

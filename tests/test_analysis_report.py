@@ -41,7 +41,7 @@ def test_analyze_writes_tables_and_provenance(analysed_run):
         "seed": 3,
         "stream": ("stats_core.bootstrap_indices(units per country, n_resamples, (seed, condition))"),
     }
-    assert summary["policy"] == {"unparseable": "drop", "health_items": "answered"}
+    assert summary["policy"] == {"unparseable": "drop", "health_items": "answered", "partial": "sample"}
     assert summary["design"]["factors"] == ["model", "temperature", "top_p"]
     assert summary["answers"] == frame.height and summary["conditions"] == 8
     cat = pl.read_parquet(out / "cat.parquet")

@@ -9,6 +9,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
@@ -42,25 +43,86 @@ def test_token_label_folds_tokenizer_spellings(token, label):
 def test_option_distribution_sums_spellings_and_undoes_the_display_order():
     # displayed position 1 shows option 5, position 2 option 4, ... (reversed); "1" and " 1" are one label
     top = [("1", math.log(0.5)), (" 1", math.log(0.1)), ("2", math.log(0.2)), ("The", math.log(0.15))]
-    probs, mass = option_distribution(top, (5, 4, 3, 2, 1))
+    probs, mass, bound = option_distribution(top, (5, 4, 3, 2, 1))
     assert mass == pytest.approx(0.8)
-    assert probs == pytest.approx((0.0, 0.0, 0.0, 0.25, 0.75))
-    assert abs(math.fsum(probs) - 1.0) < 1e-12
+    # options 1-3 were not listed: unknown (None), each at most u / (0.8 + u) with u = min(0.1, 1 - 0.95)
+    assert probs[:3] == (None, None, None) and probs[3:] == pytest.approx((0.25, 0.75))
+    assert bound == pytest.approx(0.05 / 0.85)
 
 
 def test_option_distribution_letters_and_exact_labels():
     letters = option_distribution([("b", math.log(0.6)), (" C", math.log(0.3))], labels=("A", "B", "C", "D", "E"))
-    assert letters[0] == pytest.approx((0.0, 2 / 3, 1 / 3, 0.0, 0.0))
+    assert letters.probs[1:3] == pytest.approx((2 / 3, 1 / 3)) and letters.probs[::3] == (None, None)
+    assert letters.bound == pytest.approx(0.1 / 1.0)  # u = 1 - 0.9 (below the smallest listed, 0.3)
     # a token counts only when it spells a whole label: words-only prompts have no distribution (the spec refuses
     # them), so a first word ("very", "of") is never read as the option it starts
     words = ("of utmost importance", "very important", "of moderate importance", "of little importance", "no")
-    probs, mass = option_distribution([("very", -1.0), ("of", -1.0), (" no", -2.0)], labels=words)
+    probs, mass, _ = option_distribution([("very", -1.0), ("of", -1.0), (" no", -2.0)], labels=words)
     assert mass == pytest.approx(math.exp(-2))
-    assert probs == pytest.approx((0.0, 0.0, 0.0, 0.0, 1.0))
+    assert probs == (None, None, None, None, 1.0)
 
 
 def test_no_option_token_gives_no_probabilities():
-    assert option_distribution([("I", -0.1), ("The", -2.5)]) == (None, 0.0)
+    assert option_distribution([("I", -0.1), ("The", -2.5)]) == (None, 0.0, None)
+
+
+@pytest.mark.parametrize("temperature", [0.3, 0.7, 1.0, 1.6])
+def test_all_options_listed_give_the_distribution_drawn_at_the_temperature(temperature):
+    # a 12-token vocabulary: the five digits, a spaced "3" and six prose tokens; drawing under a digit grammar
+    # picks token t with probability p_t^(1/T) over the option tokens (exact enumeration, scipy's softmax)
+    from scipy.special import softmax
+
+    vocab = ["1", "2", "3", " 3", "4", "5", "I", "The", "As", "In", "We", "A"]
+    logp = np.log(softmax(np.array([-1.0, -3.2, -0.4, -2.9, -4.1, -6.5, 0.8, 0.1, -0.5, -1.2, -2.0, -3.3])))
+    top = sorted(zip(vocab, logp.tolist(), strict=True), key=lambda t: -t[1])
+    reading = option_distribution(top[:8], temperature=temperature)  # "2", "4" and "5" are not in the top 8
+    drawn = softmax(logp[:6] / temperature)
+    truth = [drawn[0], drawn[1], drawn[2] + drawn[3], drawn[4], drawn[5]]
+    full = option_distribution(top, temperature=temperature)  # every token listed: exact
+    assert full.bound is None and full.probs == pytest.approx(truth, abs=1e-12)
+    assert full.mass == pytest.approx(float(np.exp(logp[:6]).sum()), abs=1e-12)
+    # truncated to the top 8: options 2, 4 and 5 are bounded (never 0), options 1 and 3 renormalised between them
+    assert [p is None for p in reading.probs] == [False, True, False, True, True]
+    assert max(truth[1], truth[3], truth[4]) <= reading.bound < 1.0
+    assert [reading.probs[0], reading.probs[2]] == pytest.approx(
+        [truth[0] / (truth[0] + truth[2]), truth[2] / (truth[0] + truth[2])], abs=1e-12
+    )
+
+
+def test_the_bound_holds_for_every_truncation_and_temperature():
+    # exact enumeration over random vocabularies: each unlisted option's drawn probability is at most the bound,
+    # and each listed option's lies between its renormalised share shrunk by the bounds and that share
+    from scipy.special import softmax
+
+    rng = np.random.default_rng(7)
+    vocab = ["1", "2", "3", "4", "5", *(f"w{i}" for i in range(25))]
+    checked = 0
+    for _ in range(300):
+        logp = np.log(softmax(rng.normal(0.0, 2.5, len(vocab))))
+        k = int(rng.integers(2, 20))
+        temperature = float(rng.choice([0.0, 0.25, 0.7, 1.0, 1.5]))
+        top = sorted(zip(vocab, logp.tolist(), strict=True), key=lambda t: -t[1])[:k]
+        reading = option_distribution(top, temperature=temperature)
+        if reading.probs is None:
+            assert not any(t in "12345" for t, _ in top)
+            continue
+        if temperature == 0.0:
+            drawn = np.zeros(5)
+            drawn[int(np.argmax(logp[:5]))] = 1.0
+        else:
+            drawn = softmax(logp[:5] / temperature)
+        missing = [i for i, p in enumerate(reading.probs) if p is None]
+        if reading.bound is None:  # exact: listed shares equal the truth, unlisted ones are ≤ 1e-9 each
+            assert list(reading.probs) == pytest.approx(drawn.tolist(), abs=1e-8)
+            continue
+        checked += 1
+        assert missing and all(drawn[i] <= reading.bound + 1e-12 for i in missing)
+        n_missing = len(missing)
+        for i, p in enumerate(reading.probs):
+            if p is not None:
+                ratio = reading.bound / (1.0 - reading.bound) if reading.bound < 1.0 else math.inf
+                assert p / (1.0 + n_missing * ratio) - 1e-12 <= drawn[i] <= p + 1e-12
+    assert checked > 100
 
 
 # ---- providers ---------------------------------------------------------------------------------------------

@@ -105,7 +105,13 @@ def test_policy_values_are_checked_and_recordable():
         Policy(unparseable="zero")
     with pytest.raises(PolicyError, match="health_items"):
         Policy(health_items="skip")
-    assert Policy("neutral", "answered").to_dict() == {"unparseable": "neutral", "health_items": "answered"}
+    with pytest.raises(PolicyError, match="partial: 'listed' is not 'sample' or 'drop'"):
+        Policy(partial="listed")  # renormalising over the listed options is the silent zero-fill: not offered
+    assert Policy("neutral", "answered").to_dict() == {
+        "unparseable": "neutral",
+        "health_items": "answered",
+        "partial": "sample",
+    }
 
 
 def test_result_carries_the_parser_version():

@@ -37,7 +37,7 @@ def analysis(tmp_path_factory):
 def test_the_paper_choices_are_recorded(analysis):
     _, out = analysis
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["policy"] == {"unparseable": "neutral", "health_items": "neutral"}
+    assert summary["policy"] == {"unparseable": "neutral", "health_items": "neutral", "partial": "sample"}
     assert (summary["points"], summary["embedding"]) == ("identity", "vsm")
     assert summary["permutations"]["blocks"] == "country"
     assert summary["design"]["units"] == ["seed", "gender", "age"]

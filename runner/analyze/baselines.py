@@ -31,6 +31,7 @@ import polars as pl
 
 from runner.analyze.design import Design
 from runner.analyze.units import UnitArray
+from runner.parse.policy import PARTIAL
 from runner.score.indices import indices_from_means
 from runner.score.ranking import rank_agreement
 from runner.survey.dimensions import DIMENSIONS
@@ -135,10 +136,11 @@ _WEIGHTS = [f"_w{i}" for i in range(_OPTIONS)]  # a group's summed probability a
 
 
 def _answered_cells(answers: pl.LazyFrame, units: UnitArray, design: Design) -> pl.DataFrame:
-    """The ok answers counted per (condition, country, unit, question, order, option, distribution or not).
+    """The ok answers (and partial distribution cells, by their reply's own option) counted per (condition,
+    country, unit, question, order, option, distribution or not).
 
     Columns ``_c``, ``_k``, ``_u`` (the unit array's axes), ``question``, ``ORDER_CODE``, ``option_id``,
-    ``is_dist`` (the row carries a full, finite ``option_probs``), ``m`` (answers) and, for distribution rows,
+    ``is_dist`` (an ok row with a full, finite ``option_probs``), ``m`` (answers) and, for distribution rows,
     ``_w0…_w4`` (their summed probability at each displayed position). Streamed: memory follows the number of
     groups — at most the unit array's cells times the orders and options they used — not the answers.
     """
@@ -148,7 +150,8 @@ def _answered_cells(answers: pl.LazyFrame, units: UnitArray, design: Design) -> 
     if probs:
         full = pl.col("option_probs").list.len() == _OPTIONS
         finite = pl.col("option_probs").list.eval(pl.element().is_finite()).list.all()
-        is_dist = (pl.col("option_probs").is_not_null() & full & finite).fill_null(False)
+        exact = pl.col("status") == "ok"  # a partial cell's null elements are unknown, not 0: it counts as sampled
+        is_dist = (exact & pl.col("option_probs").is_not_null() & full & finite).fill_null(False)
         digit = [(pl.col(ORDER_CODE) // int(_POW[i])) % 10 - 1 for i in range(_OPTIONS)]
         weights = [
             pl.when(pl.col("is_dist")).then(pl.col("option_probs").list.get(digit[i], null_on_oob=True)).sum().alias(w)
@@ -159,7 +162,9 @@ def _answered_cells(answers: pl.LazyFrame, units: UnitArray, design: Design) -> 
     keys = ["_c", "_k", "_u", "question", ORDER_CODE, "option_id", "is_dist"]
     grouped = (
         lazy.filter(
-            (pl.col("status") == "ok") & pl.col("question").is_between(1, 24) & pl.col("option_id").is_not_null()
+            pl.col("status").is_in(("ok", PARTIAL))
+            & pl.col("question").is_between(1, 24)
+            & pl.col("option_id").is_not_null()
         )
         .join(units.conditions.with_row_index("_c").lazy(), on=factors, nulls_equal=True)
         .join(pl.DataFrame({"country": list(units.countries)}).with_row_index("_k").lazy(), on="country")

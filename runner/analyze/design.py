@@ -26,6 +26,8 @@ BOOKKEEPING = frozenset(
         "response_text",
         "option_probs",  # the distribution measurement's answer and its captured mass: values, not factors
         "option_mass",
+        "option_bound",
+        "logprobs_sampled",
         "top_logprobs",
         "draw",
         "option_order_code",

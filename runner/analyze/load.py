@@ -99,7 +99,9 @@ def _joined_part(answer_path: Path, response_path: Path, keep_keys: bool) -> Ite
     """
     have = part_columns(response_path)
     cells = read_part(response_path, [c for c in ("cell_key", *RESPONSE_FACTORS) if c in have], "cell_key")
-    probs = [c for c in ("option_probs", "option_mass") if c in part_columns(answer_path)]  # distribution
+    probs = [
+        c for c in ("option_probs", "option_mass", "option_bound") if c in part_columns(answer_path)
+    ]  # distribution
     answers = read_part(answer_path, ["cell_key", "question", "option_id", "status", *probs], "cell_key")
     row = pc.index_in(answers.column("cell_key"), value_set=cells.column("cell_key"))  # null: cell not found
     factors = cells.drop_columns(["cell_key"])

@@ -178,7 +178,7 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
         "countries": list(units.countries),
         "answers": _count(answers),
         "temperature_zero": temperature_zero_disagreement(answers, design.factors),
-        "cat": _clean(tables["cat"].drop("countries").to_dicts()),
+        "cat": _clean(tables["cat"].drop("countries", strict=False).to_dicts()),
         "error_percentage": _clean(tables["error_percentage"].to_dicts()),
     }
     return tables, summary

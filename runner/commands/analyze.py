@@ -55,6 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Q15 and Q18: scored as answered or pinned to 3 (default answered)",
     )
     parser.add_argument(
+        "--partial",
+        choices=("sample", "drop"),
+        default="sample",
+        help="distribution cells whose options were not all listed (status partial): scored by their reply's own "
+        "option, or dropped like unparseable answers (default sample)",
+    )
+    parser.add_argument(
         "--use-extracted",
         action="store_true",
         help="score the answers `hofcat extract` restated (status extracted) instead of leaving them unparsed",
@@ -127,7 +134,7 @@ def main(args: argparse.Namespace) -> int:
         embedding=args.embedding,
         factors=cols(args.factors),
         units=cols(args.units),
-        policy=Policy(unparseable=args.unparseable, health_items=args.health_items),
+        policy=Policy(unparseable=args.unparseable, health_items=args.health_items, partial=args.partial),
         extracted=args.use_extracted,
     )
     if not 0 < options.confidence_level < 1:  # the integer options' ranges are their argument types'

@@ -3,7 +3,8 @@
 The rule is defined once, as the polars expression ``scored_option(policy)`` (the option to score, or null):
 
 1. with ``health_items="neutral"``, Q15 and Q18 score 3 whatever was answered;
-2. otherwise an answer with status ``ok`` (and an option) scores its option;
+2. otherwise an answer with status ``ok`` (and an option) scores its option; so does a ``partial`` distribution
+   cell's reply with ``partial="sample"`` (its own drawn answer: the distribution is not fully known);
 3. otherwise (any other status) it scores 3 with ``unparseable="neutral"`` and is dropped (null) with ``"drop"``.
 
 ``apply_policies`` evaluates that same expression on the answers of one parse, and the analysis applies it to
@@ -24,22 +25,28 @@ if TYPE_CHECKING:  # polars is imported when a policy is applied, not when the p
     import polars as pl
 
 NEUTRAL = 3
+PARTIAL = "partial"  # a distribution cell whose option tokens were not all listed (runner/parse/distribution.py)
 
 
 @dataclass(frozen=True, slots=True)
 class Policy:
     """``unparseable``: answers without status "ok" are dropped or set to 3; ``health_items``: Q15 and Q18
-    are kept as answered or pinned to 3 (CAT convention). Recorded with every scored result (the analysis
-    writes it to ``summary.json`` under ``policy``)."""
+    are kept as answered or pinned to 3 (CAT convention); ``partial``: a distribution cell whose options were
+    not all listed (status ``partial``) scores its reply's parsed option (``"sample"``, an unbiased draw from
+    the distribution it could not fully measure) or counts as unparseable (``"drop"``). Recorded with every
+    scored result (the analysis writes it to ``summary.json`` under ``policy``)."""
 
     unparseable: Literal["drop", "neutral"] = "drop"
     health_items: Literal["answered", "neutral"] = "answered"
+    partial: Literal["sample", "drop"] = "sample"
 
     def __post_init__(self) -> None:
         if self.unparseable not in ("drop", "neutral"):
             raise PolicyError(f"unparseable: {self.unparseable!r} is not 'drop' or 'neutral'")
         if self.health_items not in ("answered", "neutral"):
             raise PolicyError(f"health_items: {self.health_items!r} is not 'answered' or 'neutral'")
+        if self.partial not in ("sample", "drop"):
+            raise PolicyError(f"partial: {self.partial!r} is not 'sample' or 'drop'")
 
     def to_dict(self) -> dict[str, str]:
         """The policy as a JSON-ready dict, for run metadata."""
@@ -63,7 +70,8 @@ def scored_option(
 
     neutral = pl.lit(NEUTRAL, dtype=pl.Int64)
     fallback = neutral if policy.unparseable == "neutral" else pl.lit(None, dtype=pl.Int64)
-    usable = pl.col(status).is_in(("ok", EXTRACTED)) & pl.col(option).is_not_null()  # extracted: only when asked
+    scored_statuses = ("ok", EXTRACTED, PARTIAL) if policy.partial == "sample" else ("ok", EXTRACTED)
+    usable = pl.col(status).is_in(scored_statuses) & pl.col(option).is_not_null()  # extracted: only when asked
     expr = pl.when(usable).then(pl.col(option).cast(pl.Int64)).otherwise(fallback)
     if policy.health_items == "neutral":
         expr = pl.when(pl.col(question).is_in(HEALTH_QUESTIONS)).then(neutral).otherwise(expr)

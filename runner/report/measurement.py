@@ -14,6 +14,7 @@ from typing import Any
 import polars as pl
 
 from runner.report.page import Page, analysis_table
+from runner.rundir import read_output_json
 
 __all__ = ["measurement_blocks"]
 
@@ -35,9 +36,12 @@ def measurement_blocks(page: Page, run_dir: Path, manifest: dict[str, Any]) -> l
                 "measurement",
                 measured,
                 "Answers per measurement: sampled, or option probabilities from first-token log-probabilities "
-                "(with_probs); mean option mass before renormalising; share below the low-mass threshold",
+                "(with_probs); mean option mass before renormalising; share below the low-mass threshold; share "
+                "partial (an option's token not among the alternatives: bounded, never 0, and scored by the "
+                "policy's partial rule, by default the reply's own option)",
             )
         )
+        blocks.extend(_partial_note(run_dir, measured))
     baselines = analysis_table(run_dir, "baselines")
     if baselines.height:
         cat = baselines.filter(pl.col("dimension") == "cat").drop("dimension")
@@ -71,3 +75,27 @@ def measurement_blocks(page: Page, run_dir: Path, manifest: dict[str, Any]) -> l
             )
         )
     return blocks
+
+
+_PARTIAL_RULES = {
+    "sample": "scored by their replies' own options (one draw each from the distribution that was not fully listed)",
+    "drop": "scored as unparseable answers (the policy's unparseable rule)",
+}
+
+
+def _partial_note(run_dir: Path, measured: pl.DataFrame) -> list[str]:
+    """A warning line naming how many answers were partial distributions and the rule the analysis scored them by."""
+    if "partial_share" not in measured.columns:
+        return []
+    partial = round(float((measured["partial_share"] * measured["answers"]).sum()))
+    if partial == 0:
+        return []
+    summary = read_output_json(run_dir, "analysis", "summary.json") or {}
+    rule = (summary.get("policy") or {}).get("partial", "sample")
+    how = _PARTIAL_RULES.get(rule, f"scored by the partial rule {rule!r}")
+    note = (
+        f"<p class=warn>{partial:,} distribution answer(s) are partial: an option's token was not among the listed "
+        f"alternatives, so its probability is bounded (option_bound), never 0. With partial = "
+        f"{html.escape(str(rule))} they are {html.escape(how)}.</p>"
+    )
+    return [note]

@@ -100,6 +100,9 @@ class ResponseRow:
     # stored it ([run] cache); null: sent to the endpoint
     cache_origin: str | None = _optional(pa.string())
     replica: str | None = _optional(pa.string())  # base URL of the replica that answered (base_urls); null: one server
+    # top_logprobs are the server's probabilities after its samplers (llama.cpp post_sampling_probs: at the request's
+    # temperature, after its grammar); null or false: the model's raw log-probabilities (temperature 1)
+    logprobs_sampled: bool | None = _optional(pa.bool_())
 
 
 @dataclass(slots=True, kw_only=True)
@@ -113,9 +116,11 @@ class AnswerRow:
     hedged: bool = arrow_field(pa.bool_())
     displayed: int | None = arrow_field(pa.int16())  # position (1-5) the chosen option had in the prompt
     parser_version: str = arrow_field(pa.string())
-    # distribution measurement: P(option 1..5) renormalised over the options, and their mass before that
-    option_probs: tuple[float, ...] | None = _optional(pa.list_(pa.float64()))
+    # distribution measurement: P(option 1..5) drawn, renormalised over the listed options (an unlisted one null),
+    # the listed option tokens' mass before that, and (status partial) the most an unlisted option can hold
+    option_probs: tuple[float | None, ...] | None = _optional(pa.list_(pa.float64()))
     option_mass: float | None = _optional(pa.float64())
+    option_bound: float | None = _optional(pa.float64())
 
 
 @dataclass(slots=True, kw_only=True)

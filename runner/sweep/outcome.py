@@ -80,6 +80,7 @@ def response_row(cell: PlannedCell, prompt_hash: str, outcome: Outcome) -> Respo
         measurement=s.measurement,
         draw=s.draw,
         top_logprobs=top,
+        logprobs_sampled=None if r is None or top is None else r.logprobs_sampled,
         option_labels=p.labels,
         reply_warnings="; ".join(dict.fromkeys(warnings)) or None,
         cache_origin=None if r is None else r.cache_origin,

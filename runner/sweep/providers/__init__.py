@@ -83,6 +83,7 @@ class Reply:
     output_tokens: int | None
     # the first token's most likely alternatives, (token, natural-log probability), when the request asked for them
     top_logprobs: tuple[tuple[str, float], ...] | None = None
+    logprobs_sampled: bool = False  # top_logprobs are after the server's samplers (llama.cpp post_sampling_probs)
     # what the reply boundary changed: a field nulled for its type or range, lone surrogates replaced
     warnings: tuple[str, ...] = ()
     # set by ``transport.send`` from the transport's marker headers, never from the server's body:

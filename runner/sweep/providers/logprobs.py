@@ -4,8 +4,15 @@ The ``distribution`` measurement reads the top-k alternatives of the reply's fir
 
 - OpenAI-compatible chat completions (OpenAI, vLLM, llama.cpp's server, hofcat serve-sim): request
   ``logprobs: true, top_logprobs: k`` (OpenAI allows k ≤ 20); reply
-  ``choices[0].logprobs.content[0].top_logprobs = [{"token", "logprob", ...}, ...]``. llama.cpp reports them
-  from the raw logits, before its grammar and samplers (measured: docs/measurement.md).
+  ``choices[0].logprobs.content[0].top_logprobs = [{"token", "logprob", ...}, ...]``: the model's raw
+  log-probabilities (temperature 1, before any grammar or sampler).
+- llama.cpp's grammar (``constraint = "grammar"``, a llama.cpp-only field): the request also carries
+  ``post_sampling_probs: true`` and turns off the server's default truncation (``top_k: 0, min_p: 0``), and the
+  reply lists ``content[0].top_probs = [{"token", "prob"}, ...]``: the probabilities the token was drawn with,
+  at the request's temperature. When the unconstrained draw broke the grammar (the usual case when the options
+  hold little mass) the server redraws under the grammar and lists exactly the option tokens; otherwise it
+  lists the unconstrained candidates. Without truncation both passes draw each option token ∝ p^(1/T), so
+  either list gives the drawn distribution over the options (measured: docs/measurement.md).
 - Gemini ``generateContent``: ``generationConfig.responseLogprobs: true, logprobs: k``; reply
   ``candidates[0].logprobsResult.topCandidates[0].candidates = [{"token", "logProbability"}, ...]``.
 - Anthropic's Messages API offers none: a ``distribution`` cell falls back to K sampled replies.
@@ -40,9 +47,18 @@ def supports_logprobs(provider: str) -> bool:
     return provider in LOGPROB_PROVIDERS
 
 
-def openai_request_fields(top_logprobs: int) -> dict[str, Any]:
-    """Chat-completions body fields asking for the ``top_logprobs`` most likely alternatives of each token."""
-    return {"logprobs": True, "top_logprobs": top_logprobs}
+# llama.cpp: probabilities after the grammar and samplers, and no truncation sampler between the model and the
+# draw (its defaults top_k 40 and min_p 0.05 would cut small options in one of its two passes but not the other)
+LLAMACPP_SAMPLED_FIELDS = {"post_sampling_probs": True, "top_k": 0, "min_p": 0.0}
+
+
+def openai_request_fields(top_logprobs: int, constraint: str = "none") -> dict[str, Any]:
+    """Chat-completions body fields asking for the ``top_logprobs`` most likely alternatives of each token
+    (with llama.cpp's ``grammar`` constraint: as drawn, after the grammar, ``LLAMACPP_SAMPLED_FIELDS``)."""
+    fields: dict[str, Any] = {"logprobs": True, "top_logprobs": top_logprobs}
+    if constraint == "grammar":
+        fields |= LLAMACPP_SAMPLED_FIELDS
+    return fields
 
 
 def gemini_generation_fields(top_logprobs: int) -> dict[str, Any]:
@@ -50,14 +66,20 @@ def gemini_generation_fields(top_logprobs: int) -> dict[str, Any]:
     return {"responseLogprobs": True, "logprobs": top_logprobs}
 
 
-def openai_top_logprobs(choice: Any) -> TopLogprobs | None:
-    """The first token's alternatives in an OpenAI-shaped ``choices[i]`` object; None when it has none."""
+def openai_top_logprobs(choice: Any) -> tuple[TopLogprobs | None, bool]:
+    """The first token's alternatives in an OpenAI-shaped ``choices[i]`` object (None when it has none), and
+    whether they are llama.cpp's post-sampling probabilities (``top_probs``/``prob``, returned as logs)."""
     try:
         first = choice["logprobs"]["content"][0]
-        alternatives = first["top_logprobs"]
     except (KeyError, IndexError, TypeError):
-        return None
-    return _pairs(alternatives, "logprob")
+        return None, False
+    if isinstance(first, dict) and "top_logprobs" not in first and isinstance(first.get("top_probs"), list):
+        probs = _pairs(first["top_probs"], "prob", is_log=False)
+        return probs, probs is not None
+    try:
+        return _pairs(first["top_logprobs"], "logprob"), False
+    except (KeyError, TypeError):
+        return None, False
 
 
 def gemini_top_logprobs(candidate: Any) -> TopLogprobs | None:
@@ -69,8 +91,9 @@ def gemini_top_logprobs(candidate: Any) -> TopLogprobs | None:
     return _pairs(alternatives, "logProbability")
 
 
-def _pairs(alternatives: Any, key: str) -> TopLogprobs | None:
-    """(token, logprob) pairs of well-formed entries (string token, finite or -inf number ≤ 0), or None."""
+def _pairs(alternatives: Any, key: str, *, is_log: bool = True) -> TopLogprobs | None:
+    """(token, logprob) pairs of well-formed entries (string token, finite or -inf number ≤ 0; with
+    ``is_log`` False a probability in [0, 1], returned as its log), or None."""
     if not isinstance(alternatives, list):
         return None
     out = []
@@ -80,6 +103,8 @@ def _pairs(alternatives: Any, key: str) -> TopLogprobs | None:
         token, logprob = entry.get("token"), entry.get(key)
         if isinstance(token, str) and isinstance(logprob, int | float) and not isinstance(logprob, bool):
             value = float(logprob)
+            if not is_log:
+                value = math.log(value) if 0.0 < value <= 1.0 + 1e-6 else (-math.inf if value == 0.0 else math.nan)
             if not math.isnan(value) and value <= 1e-6:  # a log-probability; tiny positive rounding allowed
                 out.append((token, min(value, 0.0)))
     return tuple(out) if out else None

@@ -40,7 +40,7 @@ class OpenAIProvider:
         if request.constraint != "none":  # llama.cpp `grammar` or `response_format` with a JSON schema
             body.update(constrained_request_fields(request.constraint))
         if request.top_logprobs:  # the distribution measurement: the first token's alternatives
-            body.update(openai_request_fields(request.top_logprobs))
+            body.update(openai_request_fields(request.top_logprobs, request.constraint))
         data = None
         if request.messages_json is not None:  # splice the prompt's JSON, rendered once per prompt
             if request.constraint == "none" and not request.top_logprobs:  # the common body: its tail cached
@@ -78,7 +78,8 @@ class OpenAIProvider:
             warnings,
         )
         if isinstance(choice, dict) and choice.get("logprobs"):
-            reply = dataclasses.replace(reply, top_logprobs=openai_top_logprobs(choice))
+            top, sampled = openai_top_logprobs(choice)
+            reply = dataclasses.replace(reply, top_logprobs=top, logprobs_sampled=sampled)
         return reply
 
 
