@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 from scipy.stats import kendalltau
 
+import runner as hofcat
 from runner.analyze.run import AnalysisOptions, analyze_answers
 from runner.endpoints.sim.respondent import AnswerModel
 from runner.score import compare
@@ -145,3 +146,22 @@ def test_analysis_writes_paired_differences_with_the_family_adjustment():
     assert {"p_holm", "p_bh"} <= set(cat.columns) and {"p_holm", "p_bh"} <= set(kendall.columns)
     families = {f["family"]: f["m"] for f in summary["multiple_comparisons"]}
     assert families["kendall_differences.p"] == 6 and families["cat_differences.p"] == 1
+
+
+def test_python_api_compares_any_two_conditions_as_the_analysis_does(tmp_path):
+    countries = ["Germany", "Japan", "Brazil", "China"]
+    frame = _answers(countries, 10)
+    frame.write_parquet(tmp_path / "answers.parquet")
+    options = AnalysisOptions(n_resamples=10, permutations=99)
+    got = hofcat.compare_conditions(tmp_path, {"model": "aligned"}, {"model": "flat"}, options)
+    assert got["dimension"].to_list() == [*DIMENSIONS, "cat"]
+    tables, _ = analyze_answers(frame.lazy(), options)
+    cat = tables["cat_differences"].row(0, named=True)
+    sign = 1 if cat["condition_a"] == "model=aligned" else -1
+    row = got.row(6, named=True)
+    assert row["difference"] == pytest.approx(sign * cat["difference"]) and row["p"] == pytest.approx(cat["p"])
+    assert row["p_min"] == pytest.approx(2 / 2**4) and "always contains 0" in row["note"]  # 4 countries: p ≥ 1/8
+    with pytest.raises(hofcat.InputError, match="modle is not a factor"):
+        hofcat.compare_conditions(tmp_path, {"modle": "x"}, {"model": "flat"})
+    with pytest.raises(hofcat.InputError, match="matches 0 conditions"):
+        hofcat.compare_conditions(tmp_path, {"model": "x"}, {"model": "flat"})

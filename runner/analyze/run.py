@@ -44,7 +44,14 @@ from runner.parse.stage import update_answers
 from runner.rundir import RunWriter
 from runner.survey.reference import load_reference
 
-__all__ = ["AnalysisOptions", "analyze_answers", "analyze_run", "use_extractions", "write_analysis"]
+__all__ = [
+    "AnalysisOptions",
+    "analysis_design",
+    "analyze_answers",
+    "analyze_run",
+    "use_extractions",
+    "write_analysis",
+]
 
 STATUS_GROUPS = ("endpoint", "model", "language")
 EMBEDDINGS = ("vsm", "items")  # t-SNE input: the six VSM scores of each point (the paper's Figure 1) or its 24 items
@@ -88,15 +95,21 @@ class AnalysisOptions:
         return cls(**{**paper, **changes})
 
 
-def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[dict[str, pl.DataFrame], dict]:
-    """All tables for a parsed-answers LazyFrame, and the JSON summary."""
-    if options.embedding not in EMBEDDINGS:
-        raise InputError(f"embedding: expected one of {EMBEDDINGS}, got {options.embedding!r}")
+def analysis_design(answers: pl.LazyFrame, options: AnalysisOptions) -> Design:
+    """The factors and units the analysis uses: ``options``' or, where None, those the answers actually vary."""
     design = infer_design(answers.collect_schema().names(), options.factors, options.units)
     if options.factors is None:  # inferred factors: keep those the run actually varied
         design = Design(varying(answers, design.factors), design.units)
     if options.units is None:  # identity columns are units only where the design varied them (not null)
         design = Design(design.factors, ("seed", *varying(answers, [u for u in design.units if u != "seed"])))
+    return design
+
+
+def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[dict[str, pl.DataFrame], dict]:
+    """All tables for a parsed-answers LazyFrame, and the JSON summary."""
+    if options.embedding not in EMBEDDINGS:
+        raise InputError(f"embedding: expected one of {EMBEDDINGS}, got {options.embedding!r}")
+    design = analysis_design(answers, options)
     reference = load_reference(options.reference or "hofstede-2015")
     human = load_reference(options.human_reference)
     units = unit_array(answers, design, options.policy)
