@@ -183,7 +183,9 @@ def agreement_tables(
         )
         tau = agree.kendall[0]
         (t_low, t_high), (c_low, c_high) = agreement_intervals(point, se, df, ref, tau, confidence_level, undefined_tau)
-        tau_ci = [with_test(t_low[j], t_high[j], tau[j], pv.kendall_p[j], confidence_level) for j in range(6)]
+        tau_ci = [
+            with_test(t_low[j], t_high[j], float(tau[j]), float(pv.kendall_p[j]), confidence_level) for j in range(6)
+        ]
         cat_ci = with_test(c_low, c_high, float(agree.cat_score[0]), pv.cat_p, confidence_level)
         n_units = present[c, ks].sum(axis=1)
         for i, name in enumerate(names):

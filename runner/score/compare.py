@@ -111,8 +111,8 @@ def condition_difference(
     ]
     (la, ha), (cla, cha) = bounds[0]
     (lb, hb), (clb, chb) = bounds[1]
-    limits = [with_test(la[j] - hb[j], ha[j] - lb[j], observed[j], p[j], level) for j in range(dims)]
-    cat_limits = with_test(cla - chb, cha - clb, observed[dims], p[dims], level)
+    limits = [with_test(la[j] - hb[j], ha[j] - lb[j], float(observed[j]), float(p[j]), level) for j in range(dims)]
+    cat_limits = with_test(cla - chb, cha - clb, float(observed[dims]), float(p[dims]), level)
     return Difference(
         tau_a=tau_a[0],
         tau_b=tau_b[0],

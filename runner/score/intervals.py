@@ -239,7 +239,8 @@ def agreement_intervals(
         )
     low, high = np.full(dims, np.nan), np.full(dims, np.nan)
     cat_low = cat_high = 0.0
-    for j in np.flatnonzero(usable):
+    for dim in np.flatnonzero(usable):
+        j = int(dim)
         cols = np.isfinite(ref[:, j])
         args = (point[cols, j], se[cols, j], df[cols, j], ref[cols, j])
         low[j], high[j], constant = sign_bounds(*args, alpha)
