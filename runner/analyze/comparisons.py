@@ -56,7 +56,7 @@ def comparison_tables(
 ) -> dict[str, pl.DataFrame]:
     """Tables ``kendall_differences`` (pair × dimension) and ``cat_differences`` (pair), A − B over shared countries.
 
-    ``permutations``: Monte Carlo swaps beyond 15 shared countries, drawn from ``(seed, a, b)``.
+    ``permutations``: Monte Carlo swaps beyond 12 shared countries, drawn from ``(seed, a, b)``.
     """
     kendall_rows: list[dict] = []
     cat_rows: list[dict] = []

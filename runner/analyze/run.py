@@ -191,7 +191,7 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
         "comparisons": {
             "pairs": "conditions differing in one factor, over the countries both answered (paired)",
             "statistic": "tau_A - tau_B per dimension and CAT_A - CAT_B",
-            "p_values": "exact paired swap test (2^K swaps up to 15 countries, else Monte Carlo from (seed, a, b))",
+            "p_values": "exact paired swap test (2^K swaps up to 12 countries, else Monte Carlo from (seed, a, b))",
             "interval": "each condition's sign bounds at 1 - alpha/2, containing the estimate, and 0 where p > alpha",
         },
         "p_values": {
