@@ -155,6 +155,8 @@ def render_table(result: Mapping[str, object]) -> str:
             + ("" if group["cat_ci"] is None else f" {_pair(group['cat_ci'])}")
             + ("" if p is None else f"   p = {p:.3g} (smallest attainable {p_min:.3g}; {group['p_method']})")
         )
+        if group["cat_ci_note"]:
+            lines.append(f"  interval: {group['cat_ci_note']}")
         for dim, countries in group["excluded_no_reference"].items():
             lines.append(f"  {dim.upper()}: no reference score for {', '.join(countries)} (left out)")
         for dim, gaps in group["excluded_missing_means"].items():
