@@ -48,6 +48,7 @@ __all__ = [
     "analyze_run",
     "analyze_run_async",
     "analyze_runs",
+    "compare_conditions",
     "export_run",
     "export_run_async",
     "extract_answers",

@@ -61,6 +61,7 @@ __all__ = [
     "analyze_run",
     "analyze_run_async",
     "analyze_runs",
+    "compare_conditions",
     "export_run",
     "export_run_async",
     "extract_answers",
@@ -144,6 +145,51 @@ def analyze_run(run_dir: str | Path, options: AnalysisOptions | None = None, **c
 async def analyze_run_async(run_dir: str | Path, options: AnalysisOptions | None = None, **choices: Any) -> Path:
     """``analyze_run`` in a worker thread, awaitable from a running event loop."""
     return await asyncio.to_thread(analyze_run, run_dir, options, **choices)
+
+
+def compare_conditions(
+    run_dir: str | Path,
+    a: dict[str, Any],
+    b: dict[str, Any],
+    options: AnalysisOptions | None = None,
+    **choices: Any,
+) -> pl.DataFrame:
+    """Condition ``a`` minus condition ``b`` of a run, each named by factor values (``{"model": "m1"}``).
+
+    Over the countries both answered (paired): per dimension and for the CAT score (``dimension`` = "cat"), the two
+    values, the difference, its interval, the exact paired swap p and the smallest attainable p (docs/analysis.md,
+    Comparisons between conditions). ``run_dir``: a run directory, or a folder with an ``answers.parquet`` that
+    has the factors (as ``analyze_run`` reads). ``options`` (or its fields as keywords) as for ``analyze_run``; the
+    reference defaults to the run's. Any two conditions, not only the pairs ``analyze_run`` tabulates.
+    """
+    from runner.analyze.comparisons import compare_conditions as compare
+    from runner.analyze.run import analysis_design
+    from runner.analyze.units import unit_array
+    from runner.rundir.reader import read_manifest
+    from runner.survey.reference import load_reference
+
+    if options is not None and choices:
+        raise TypeError("compare_conditions: give either options or keyword choices, not both")
+    options = options or AnalysisOptions(**choices)
+    answers = load_answers(run_dir)
+    units = unit_array(answers, analysis_design(answers, options), options.policy)
+    name = options.reference
+    if name is None:  # the run's reference (analyze_run's default); a plain answers table has none
+        try:
+            name = read_manifest(run_dir).get("reference")
+        except RunDirError:
+            name = None
+    return compare(
+        units,
+        load_reference(name or "hofstede-2015"),
+        a,
+        b,
+        undefined_tau=options.undefined_tau,
+        constants=options.constants,
+        confidence_level=options.confidence_level,
+        seed=options.seed,
+        permutations=options.permutations,
+    )
 
 
 def render_report(run_dir: str | Path) -> Path:

@@ -7,7 +7,6 @@ import polars as pl
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from benches import coverage
 from runner.analyze.agreement import MIN_RESPONDENTS, agreement_tables, bootstrap_indices_of
 from runner.analyze.multiplicity import adjust_families, benjamini_hochberg, holm
 from runner.analyze.reliability import cronbach_alpha, icc_oneway, reliability_table
@@ -22,18 +21,6 @@ def _units(values: np.ndarray, countries: tuple[str, ...]) -> UnitArray:
     return UnitArray(
         pl.DataFrame({"model": ["m"]}), countries, pl.DataFrame({"seed": range(values.shape[1])}), values[None].copy()
     )
-
-
-def test_coverage_quick_mode_meets_nominal_for_interior_truths_and_holds_point_estimates():
-    rows = coverage.run(quick=True, replicates=20, seed=1)
-    assert {(r["seeds"], r["countries"], r["truth"]) for r in rows} >= {(20, 10, "interior")}
-    for r in rows:
-        assert r["inside"] == 1.0  # every point estimate inside its own interval
-        if r["truth"] == "interior":
-            assert r["ci_tau"] >= 0.85 and r["ci_cat"] >= 0.85, r
-    target = next(r for r in rows if (r["seeds"], r["countries"], r["truth"]) == (20, 10, "interior"))
-    assert target["ci_tau"] > target["boot_tau"]  # the percentile bootstrap of the estimator covers less
-    assert "| 20 | 10 | 2 | interior |" in coverage.render(rows)
 
 
 def test_index_standard_errors_equal_the_se_of_unit_indices_on_complete_data():

@@ -53,7 +53,8 @@ def test_persona_run_agrees_with_the_reference(sim_run):
     assert summary["run_manifest"]["run_name"] == "test"
     cat = pl.read_parquet(out / "cat.parquet").sort("temperature")
     assert (cat["cat_score"] > 0.5).all(), cat
-    assert cat["ci_low"][0] > 0.3  # temperature 0: near-deterministic answers, a tight positive interval
+    # temperature 0: three seeds that agree are not certainty (rule of three), so the interval keeps a width
+    assert cat["ci_low"][0] < cat["cat_score"][0] <= cat["ci_high"][0]
     rates = pl.read_parquet(out / "status_rates.parquet")
     refusal = rates.filter(pl.col("status") == "refusal")["share"].sum()
     assert 0.01 < refusal < 0.12  # the simulator refuses 5 % of requests

@@ -1,11 +1,12 @@
 """Indices, Kendall tau per dimension and CAT score per condition: intervals for the estimand, p-values, warnings.
 
 Estimand and interval (``ci_low``/``ci_high``): tau and the CAT score between the model's *population* index
-scores (infinitely many seeds) and the reference; the interval is the equal-tailed range of an empirical-Bayes
-posterior of those scores under a measurement-error model (SEs from the item covariances) — construction in
-runner/score/intervals.py, drawn from ``(seed, condition, 1, dimension)``; coverage measured by benches/coverage.py.
-``interval_note`` says where the measured coverage falls short of nominal or the interval rests on an assumption
-(docs/analysis.md, Uncertainty).
+scores (infinitely many seeds) of the compared countries and the reference; the interval is the range of tau over
+the population scores whose pair orders agree with every pair the SEs determine (simultaneous sign bounds, SEs
+from the item covariances with the rule-of-three floor), widened to contain the point estimate, and 0 wherever
+the exact p exceeds 1 − level — construction in runner/score/intervals.py; coverage measured by
+benches/coverage.py. ``interval_note`` says what the design cannot show (decided from its smallest attainable p)
+and where the SEs rest on an assumption (docs/analysis.md, Uncertainty).
 
 p-values (``kendall_p``, ``cat_p``, with ``p_min`` the smallest attainable): exact permutation tests against
 "no association with the reference ranking" (runner/score/permutation.py), seeded by ``(seed, condition)``.
@@ -30,14 +31,29 @@ import polars as pl
 import stats_core
 from runner.analyze.units import UnitArray
 from runner.score.indices import WEIGHTS, indices_from_means
-from runner.score.intervals import CAT_BOUNDARY, CAT_BOUNDARY_NOTE, agreement_intervals, index_standard_errors
+from runner.score.intervals import (
+    agreement_intervals,
+    design_note,
+    index_degrees_of_freedom,
+    index_standard_errors,
+    index_variance,
+    mean_covariance,
+    with_test,
+)
 from runner.score.permutation import permutation_pvalues
 from runner.score.ranking import mean_percent, rank_agreement
 from runner.survey.dimensions import DIMENSIONS
 from runner.survey.reference import ReferenceSet
 from stats_core.bootstrap import bootstrap_index_blocks
 
-__all__ = ["BLOCK_CELLS", "MIN_COUNTRIES", "MIN_RESPONDENTS", "agreement_tables", "masked_mean"]
+__all__ = [
+    "BLOCK_CELLS",
+    "MIN_COUNTRIES",
+    "MIN_RESPONDENTS",
+    "agreement_tables",
+    "condition_scores",
+    "masked_mean",
+]
 
 BLOCK_CELLS = 1 << 21  # resample × unit index cells drawn at once (16 MiB of int64)
 MIN_RESPONDENTS = 20  # the VSM 2013 manual's minimum sample per country
@@ -85,6 +101,26 @@ def bootstrap_indices_of(
     return out
 
 
+def condition_scores(
+    own: list[np.ndarray], constants: Mapping[str, float] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Indices of K countries from their (U_k, 24) unit means, with what their intervals need → five (K, 6) arrays.
+
+    (exact indices, SEs with the rule-of-three floor, SE degrees of freedom, units all alike before the floor,
+    SE borrowed). An index with a question answered by one unit has no SE: it borrows the dimension's largest,
+    with 1 degree of freedom (the fewest an SE can have), and ``borrowed`` marks it for the interval note.
+    """
+    point = indices_from_means(np.stack([masked_mean(x, axis=0) for x in own]), constants)
+    se = np.stack([index_standard_errors(x) for x in own])
+    df = np.stack([index_degrees_of_freedom(np.isfinite(x).sum(axis=0)) for x in own])
+    alike = np.stack([index_variance(mean_covariance(x)[0]) == 0 for x in own])
+    borrowed = np.isfinite(point) & ~np.isfinite(se)
+    with np.errstate(invalid="ignore"):
+        largest = np.where(np.isfinite(se), se, -np.inf).max(axis=0)
+    se = np.where(borrowed & np.isfinite(largest), largest, se)
+    return point, se, np.where(borrowed, 1.0, df), alike, borrowed
+
+
 def agreement_tables(
     units: UnitArray,
     reference: ReferenceSet,
@@ -122,13 +158,7 @@ def agreement_tables(
         if len(ks) < 2:
             continue  # nothing to rank
         own = [units.values[c, k][present[c, k]] for k in ks]  # (U_k, 24) per ranked country
-        point = indices_from_means(np.stack([masked_mean(x, axis=0) for x in own]), constants)
-        se = np.stack([index_standard_errors(x) for x in own])  # (K, 6)
-        # an index with a question answered by one unit has no SE: borrow the dimension's largest (noted)
-        borrowed = np.isfinite(point) & ~np.isfinite(se)
-        with np.errstate(invalid="ignore"):
-            largest = np.where(np.isfinite(se), se, -np.inf).max(axis=0)
-        se = np.where(borrowed & np.isfinite(largest), largest, se)
+        point, se, df, alike, borrowed = condition_scores(own, constants)
         ref = reference.matrix(names)
         # point: exact indices, ranked as given; resamples: float indices, ties merged (runner/score/ranking.py)
         agree = rank_agreement(point[None], ref, undefined_tau=undefined_tau, backend=backend, tie_resolution=0.0)
@@ -142,12 +172,21 @@ def agreement_tables(
         bc_low, bc_high = stats_core.percentile_interval(boot.cat_score, confidence_level)  # scalars
         t_undef = np.isnan(boot.kendall).mean(axis=0)
         c_undef = float(np.isnan(boot.cat_score).mean())
-        tau_ci, cat_ci = agreement_intervals(
-            point, se, ref, agree, confidence_level, undefined_tau, seed=(seed, c, 1), backend=backend
-        )
         pv = permutation_pvalues(
-            point, ref, undefined_tau=undefined_tau, monte_carlo=permutations, seed=(seed, c), tie_resolution=0.0
+            point,
+            ref,
+            undefined_tau=undefined_tau,
+            monte_carlo=permutations,
+            seed=(seed, c),
+            tie_resolution=0.0,
+            backend=backend,
         )
+        tau = agree.kendall[0]
+        (t_low, t_high), (c_low, c_high) = agreement_intervals(point, se, df, ref, tau, confidence_level, undefined_tau)
+        tau_ci = [
+            with_test(t_low[j], t_high[j], float(tau[j]), float(pv.kendall_p[j]), confidence_level) for j in range(6)
+        ]
+        cat_ci = with_test(c_low, c_high, float(agree.cat_score[0]), pv.cat_p, confidence_level)
         n_units = present[c, ks].sum(axis=1)
         for i, name in enumerate(names):
             if n_units[i] < MIN_RESPONDENTS:
@@ -182,9 +221,15 @@ def agreement_tables(
                     **factors,
                     "dimension": d,
                     "tau": float(agree.kendall[0, j]),
-                    "ci_low": float(tau_ci[0][j]),
-                    "ci_high": float(tau_ci[1][j]),
-                    "interval_note": _note(n_units[cols], se[cols, j], int(cols.sum()), borrowed=borrowed[cols, j]),
+                    "ci_low": float(tau_ci[j][0]),
+                    "ci_high": float(tau_ci[j][1]),
+                    "interval_note": _note(
+                        n_units[cols],
+                        alike[cols, j],
+                        int(cols.sum()),
+                        design_note(float(pv.kendall_p_min[j]), confidence_level, int(cols.sum())),
+                        borrowed=borrowed[cols, j],
+                    ),
                     "kendall_p": float(pv.kendall_p[j]),
                     "kendall_p_min": float(pv.kendall_p_min[j]),
                     "kendall_p_se": float(pv.standard_error_kendall[j]),
@@ -202,7 +247,9 @@ def agreement_tables(
                 "cat_score": float(agree.cat_score[0]),
                 "ci_low": float(cat_ci[0]),
                 "ci_high": float(cat_ci[1]),
-                "interval_note": _note(n_units, se, len(ks), cat_ci, borrowed=borrowed),
+                "interval_note": _note(
+                    n_units, alike, len(ks), design_note(pv.cat_p_min, confidence_level, len(ks)), borrowed=borrowed
+                ),
                 "cat_p": float(pv.cat_p),
                 "cat_p_min": float(pv.cat_p_min),
                 "cat_p_se": float(pv.standard_error_cat),
@@ -240,20 +287,13 @@ def agreement_tables(
     return tables
 
 
-def _note(
-    n_units: np.ndarray,
-    se: np.ndarray,
-    n_compared: int,
-    cat_interval: tuple[float, float] | None = None,
-    *,
-    borrowed: np.ndarray,
-) -> str:
-    """Why an interval may cover less than nominal (docs/analysis.md, Uncertainty); '' when nothing is known.
+def _note(n_units: np.ndarray, alike: np.ndarray, n_compared: int, design: str, *, borrowed: np.ndarray) -> str:
+    """What an interval rests on or cannot show (docs/analysis.md, Uncertainty); '' when nothing needs saying.
 
-    ``cat_interval``: the CAT interval (its notes, from benches/coverage.py, apply to the CAT score only);
-    ``borrowed``: where a country's SE was borrowed (a question answered by a single unit).
+    ``alike``: where a country's units all answered alike (SE from the rule-of-three floor); ``design``: the
+    design's own limit (``design_note``); ``borrowed``: where a country's SE was borrowed (a question answered by a
+    single unit).
     """
-    low, high = cat_interval if cat_interval is not None else (None, None)
     notes = []
     if np.asarray(borrowed).any():
         notes.append("a question answered by one unit: its country borrows the dimension's largest SE")
@@ -261,12 +301,10 @@ def _note(
         notes.append(f"fewer than {MIN_COUNTRIES} countries: no interval")
     if (np.asarray(n_units) < 2).any():
         notes.append("a country has a single unit: no interval")
-    if (np.isfinite(se) & (se == 0)).any():
-        notes.append("a country's units all answered alike: its scores are taken as exact")
-    if high is not None and np.isfinite(high) and high >= CAT_BOUNDARY:
-        notes.append(CAT_BOUNDARY_NOTE)
-    if low is not None and high is not None and n_compared <= 4 and high - low > 1.0:
-        notes.append("4 or fewer countries with noisy scores: CAT covered less often than nominal")
+    if np.asarray(alike).any():
+        notes.append("a country's units all answered alike: its SE is the rule-of-three floor, not 0")
+    if design:
+        notes.append(design)
     return "; ".join(notes)
 
 

@@ -26,6 +26,8 @@ FAMILIES: dict[str, tuple[tuple[str, str], ...]] = {
         ("permanova_p", "PERMANOVA per factor × stratum"),
         ("permdisp_p", "PERMDISP per factor × stratum"),
     ),
+    "kendall_differences": (("p", "tau difference per dimension × condition pair"),),
+    "cat_differences": (("p", "CAT difference per condition pair"),),
     "set_separation": (("ss_h_p", "SS_h per set pair"),),
     "centroid_correlations": (("pvalue", "centroid Pearson r per set pair"),),
 }

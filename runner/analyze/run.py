@@ -2,7 +2,8 @@
 
 Writes under ``RUN_DIR/analysis/``: ``questions``, ``indices``, ``kendall``, ``cat``, ``misranked``,
 ``error_percentage``, ``status_rates``, ``respondents``, ``centroid_correlations``, ``disparity``, ``set_separation``,
-``factor_tests``, ``identity_correlations``, ``warnings``, ``reliability``
+``factor_tests``, ``identity_correlations``, ``warnings``, ``reliability``, ``kendall_differences``,
+``cat_differences``
 (``.parquet`` each) and ``summary.json`` (provenance, design, policies,
 seeds, headline numbers).
 """
@@ -21,6 +22,7 @@ import polars as pl
 
 from runner.analyze.agreement import agreement_tables
 from runner.analyze.baselines import ORDER_CODE, baseline_tables
+from runner.analyze.comparisons import comparison_tables
 from runner.analyze.design import Design, infer_design, varying
 from runner.analyze.load import load_answers
 from runner.analyze.measurement import measurement_table
@@ -42,7 +44,14 @@ from runner.parse.stage import update_answers
 from runner.rundir import RunWriter
 from runner.survey.reference import load_reference
 
-__all__ = ["AnalysisOptions", "analyze_answers", "analyze_run", "use_extractions", "write_analysis"]
+__all__ = [
+    "AnalysisOptions",
+    "analysis_design",
+    "analyze_answers",
+    "analyze_run",
+    "use_extractions",
+    "write_analysis",
+]
 
 STATUS_GROUPS = ("endpoint", "model", "language")
 EMBEDDINGS = ("vsm", "items")  # t-SNE input: the six VSM scores of each point (the paper's Figure 1) or its 24 items
@@ -86,15 +95,21 @@ class AnalysisOptions:
         return cls(**{**paper, **changes})
 
 
-def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[dict[str, pl.DataFrame], dict]:
-    """All tables for a parsed-answers LazyFrame, and the JSON summary."""
-    if options.embedding not in EMBEDDINGS:
-        raise InputError(f"embedding: expected one of {EMBEDDINGS}, got {options.embedding!r}")
+def analysis_design(answers: pl.LazyFrame, options: AnalysisOptions) -> Design:
+    """The factors and units the analysis uses: ``options``' or, where None, those the answers actually vary."""
     design = infer_design(answers.collect_schema().names(), options.factors, options.units)
     if options.factors is None:  # inferred factors: keep those the run actually varied
         design = Design(varying(answers, design.factors), design.units)
     if options.units is None:  # identity columns are units only where the design varied them (not null)
         design = Design(design.factors, ("seed", *varying(answers, [u for u in design.units if u != "seed"])))
+    return design
+
+
+def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[dict[str, pl.DataFrame], dict]:
+    """All tables for a parsed-answers LazyFrame, and the JSON summary."""
+    if options.embedding not in EMBEDDINGS:
+        raise InputError(f"embedding: expected one of {EMBEDDINGS}, got {options.embedding!r}")
+    design = analysis_design(answers, options)
     reference = load_reference(options.reference or "hofstede-2015")
     human = load_reference(options.human_reference)
     units = unit_array(answers, design, options.policy)
@@ -107,6 +122,17 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
         confidence_level=options.confidence_level,
         seed=options.seed,
         permutations=options.permutations,
+    )
+    tables.update(
+        comparison_tables(
+            units,
+            reference,
+            undefined_tau=options.undefined_tau,
+            constants=options.constants,
+            confidence_level=options.confidence_level,
+            seed=options.seed,
+            permutations=options.permutations,
+        )
     )
     if ORDER_CODE in answers.collect_schema().names():  # content-free respondents and position bias
         tables.update(
@@ -150,11 +176,23 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
             "stream": "stats_core.bootstrap_indices(units per country, n_resamples, (seed, condition))",
         },
         "intervals": {
-            "estimand": "tau / CAT between the population index scores (infinitely many seeds) and the reference",
-            "method": "empirical-Bayes posterior of the population scores (runner/score/intervals.py)",
-            "stream": "(seed, condition, 1, dimension)",
+            "estimand": (
+                "tau / CAT between the population index scores (infinitely many seeds) of the compared countries "
+                "and the reference"
+            ),
+            "method": (
+                "sign bounds: range of tau over the pair orders a Welch t test at the level cannot fix (SEs with "
+                "a rule-of-three floor), containing the estimate, and 0 where the exact p exceeds 1 - level "
+                "(runner/score/intervals.py)"
+            ),
             "columns": "ci_low/ci_high (estimand), boot_low/boot_high (percentile bootstrap of the estimator)",
             "coverage": "measured by benches/coverage.py (docs/analysis.md)",
+        },
+        "comparisons": {
+            "pairs": "conditions differing in one factor, over the countries both answered (paired)",
+            "statistic": "tau_A - tau_B per dimension and CAT_A - CAT_B",
+            "p_values": "exact paired swap test (2^K swaps up to 12 countries, else Monte Carlo from (seed, a, b))",
+            "interval": "each condition's sign bounds at 1 - alpha/2, containing the estimate, and 0 where p > alpha",
         },
         "p_values": {
             "definition": "two-sided permutation p of |tau| (|CAT|) over country relabellings against the reference",

@@ -39,6 +39,8 @@ TABLES = (
     "disparity",
     "set_separation",
     "factor_tests",
+    "cat_differences",
+    "kendall_differences",
     "identity_correlations",
     "countries_without_reference",
     "warnings",
@@ -358,6 +360,17 @@ def _render(out: RunWriter, summary: dict) -> Path:
         ),
         page.table("misranked", t["misranked"], "Mis-ranked dimensions per country (CAT Tables 2/4)"),
         page.table("error_percentage", t["error_percentage"], "Error percentage per country over conditions"),
+    )
+    page.section(
+        "Comparisons between conditions",
+        page.table(
+            "cat_differences",
+            t["cat_differences"],
+            "CAT score of condition a minus condition b (conditions one factor apart, over their shared countries): "
+            f"{boot['confidence_level']:.0%} interval, exact paired swap p, smallest attainable p, Holm and "
+            "Benjamini-Hochberg adjusted p",
+        ),
+        page.table("kendall_differences", t["kendall_differences"], "The same per dimension (tau)", collapse=True),
     )
     grid = figures.grid_heatmap(t["cat"], factors)
     page.section(

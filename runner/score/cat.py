@@ -12,9 +12,16 @@ from collections.abc import Mapping
 import numpy as np
 
 from runner.score.indices import WEIGHTS, indices_from_means
-from runner.score.intervals import agreement_intervals, index_variance
+from runner.score.intervals import (
+    agreement_intervals,
+    design_note,
+    floored_covariance,
+    index_degrees_of_freedom,
+    index_variance,
+    with_test,
+)
 from runner.score.means_file import MeansTable
-from runner.score.permutation import permutation_pvalues
+from runner.score.permutation import PermutationP, permutation_pvalues
 from runner.score.ranking import rank_agreement
 from runner.survey.dimensions import DIMENSIONS
 from runner.survey.reference import ReferenceSet
@@ -58,7 +65,16 @@ def score_means(
                 seed=(seed, g),
                 tie_resolution=0.0,
             )
-            kendall_ci, cat_ci = _intervals(table, g, indices[b], ref, undefined_tau, confidence_level, seed)
+            kendall_ci, cat_ci = _intervals(
+                table,
+                g,
+                indices[b],
+                ref,
+                (agreement.kendall[b], agreement.cat_score[b]),
+                pv,
+                undefined_tau,
+                confidence_level,
+            )
             out[g] = {
                 "group": table.groups[g],
                 "countries": list(countries),
@@ -70,6 +86,9 @@ def score_means(
                 "kendall_undefined": [d for j, d in enumerate(DIMENSIONS) if agreement.undefined[b, j]],
                 "cat_score": _num(agreement.cat_score[b]),
                 "cat_ci": cat_ci,
+                "cat_ci_note": design_note(pv.cat_p_min, confidence_level, len(countries))
+                if cat_ci is not None
+                else "",
                 "cat_p": _num(pv.cat_p),
                 "cat_p_min": _num(pv.cat_p_min),
                 "p_method": pv.method if pv.method == "exact" else f"monte-carlo ({pv.relabellings} relabellings)",
@@ -95,7 +114,10 @@ def score_means(
         "formula": FORMULA_NOTE,
         "intervals": {  # what kendall_ci / cat_ci estimate, so that an interval never travels without it
             "estimand": "tau / CAT score between the population index scores (infinitely many seeds) and the reference",
-            "method": "empirical-Bayes posterior of the population scores from std and n (runner/score/intervals.py)",
+            "method": (
+                "simultaneous sign bounds from std and n (rule-of-three variance floor), containing the estimate, "
+                "and 0 where the exact p exceeds 1 - level (runner/score/intervals.py)"
+            ),
             "level": confidence_level,
         },
         "p_values": "two-sided permutation p of |tau| (|CAT|) over country relabellings; exact = all n! enumerated",
@@ -133,6 +155,8 @@ def render_table(result: Mapping[str, object]) -> str:
             + ("" if group["cat_ci"] is None else f" {_pair(group['cat_ci'])}")
             + ("" if p is None else f"   p = {p:.3g} (smallest attainable {p_min:.3g}; {group['p_method']})")
         )
+        if group["cat_ci_note"]:
+            lines.append(f"  interval: {group['cat_ci_note']}")
         for dim, countries in group["excluded_no_reference"].items():
             lines.append(f"  {dim.upper()}: no reference score for {', '.join(countries)} (left out)")
         for dim, gaps in group["excluded_missing_means"].items():
@@ -146,24 +170,33 @@ def _intervals(
     g: int,
     indices: np.ndarray,
     ref: np.ndarray,
+    point: tuple[np.ndarray, float],
+    pv: PermutationP,
     undefined_tau: str,
     level: float,
-    seed: int,
 ) -> tuple[dict[str, list[float | None] | None] | None, list[float | None] | None]:
     """Group g's intervals from its std and n (None when any is missing): SE² of a mean = std² / (n − 1).
 
     ``std`` is the papers' population SD (ddof 0), so std²·n/(n − 1) is the sample variance and std²/(n − 1) the
-    variance of the mean; the covariances between items are not published, so they are taken as 0.
+    variance of the mean, floored where the answers never varied (``floored_covariance``); the covariances between
+    items are not published, so they are taken as 0. ``point``: the group's (6,) taus and CAT score; the intervals
+    are made consistent with its exact p-values ``pv`` (``with_test``).
     """
+    tau, cat_point = point
     std, n = table.std[g], table.n[g]
     if not (np.isfinite(std).all() and np.isfinite(n).all() and (n >= 2).all()):
         return None, None
-    se = np.sqrt(index_variance(np.einsum("kq,qr->kqr", std**2 / (n - 1), np.eye(std.shape[1]))))
-    one = rank_agreement(indices[None], ref, undefined_tau=undefined_tau, tie_resolution=0.0)
-    (low, high), (c_low, c_high) = agreement_intervals(indices, se, ref, one, level, undefined_tau, seed=(seed, g, 1))
+    cov = np.stack(
+        [floored_covariance(np.diag(row**2 / (count - 1)), count) for row, count in zip(std, n, strict=True)]
+    )
+    se = np.sqrt(index_variance(cov))
+    df = index_degrees_of_freedom(n)
+    (low, high), (c_low, c_high) = agreement_intervals(indices, se, df, ref, tau, level, undefined_tau)
+    kendall = [with_test(low[j], high[j], tau[j], pv.kendall_p[j], level) for j in range(len(DIMENSIONS))]
+    cat = with_test(c_low, c_high, float(cat_point), pv.cat_p, level)
     return (
-        {d: [_num(low[j]), _num(high[j])] for j, d in enumerate(DIMENSIONS)},
-        [_num(c_low), _num(c_high)],
+        {d: [_num(kendall[j][0]), _num(kendall[j][1])] for j, d in enumerate(DIMENSIONS)},
+        [_num(cat[0]), _num(cat[1])],
     )
 
 

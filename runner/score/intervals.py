@@ -1,30 +1,40 @@
-"""Confidence intervals for tau and the CAT score of the model's *population* index scores.
+"""Confidence intervals for tau and the CAT score of the model's *population* index scores, and their SEs.
 
 Estimand. A model's population index score on a dimension is the index of its expected answers — the mean
-over infinitely many seeds (respondents). The quantity a user asks about is tau (and the CAT score) between
-those population scores and the reference, not the distribution of tau over a finite set of seeds: tau of the
-estimated indices is biased towards 0 (measurement error in the scores breaks ranks the population keeps), and
-a percentile bootstrap over seeds adds the same error once more, so it describes a quantity still further from
-the estimand (issue 13 measured 12.5 % coverage at 5 seeds with it).
+over infinitely many seeds (respondents). The interval is for tau-b (and the CAT score) between those population
+scores of *the countries compared* and the reference. Tau of the estimated indices is biased towards 0 (noise in
+the scores breaks ranks the population keeps), so neither a bootstrap over seeds (which adds the noise once
+more) nor any interval centred on the estimate covers it where the noise is large.
 
-Construction: a measurement-error model with an empirical-Bayes posterior of the population scores. Per
-dimension, the estimated index of country k is x_k = μ_k + e_k with e_k ~ N(0, s_k²) (s_k the SE propagated from
-the item variances and covariances, ``index_standard_errors``), and the population scores scatter around a line
-in the reference, μ_k = a + b·y_k + r_k, r_k ~ N(0, τ²) — the model neither assumes nor excludes an association
-(b = 0 is no association, τ² = 0 a perfect linear one). Each draw m takes the hyperparameters from their
-sampling distribution around the least-squares fit of x on y (residual variance σ²_m = RSS / χ²_{K−2},
-τ²_m = max(σ²_m − mean s², 0), (a, b)_m ~ N(fit, (XᵀX)⁻¹·RSS/(K − 2))), then the population scores from their
-posterior, μ_k ~ N((1 − B_k)·x_k + B_k·(a + b·y_k)_m, (1 − B_k)·s_k²) with B_k = s_k² / (s_k² + τ²_m) — the
-estimates shrunk towards the line by as much as their noise warrants, so the draws have the spread of the
-population scores rather than of the noisy estimates. tau-b of each draw against the reference, and their mean
-over the defined dimensions (the CAT score; dimensions drawn independently), give the posterior of the
-estimand; the interval is its equal-tailed ``level`` quantile range, widened where needed to contain the point
-estimate (so the estimate always lies inside its interval; widening only adds coverage). Deterministic answers
-(s_k = 0) give B_k = 0: the scores are taken as exact.
+Construction: sign bounds. Tau-b is a sum over country pairs of sign(μ_i − μ_j)·sign(y_i − y_j) over
+sqrt(n_x·n_y). The order of a pair is *determined* when Welch's t test at the interval's level orders it:
+|x_i − x_j| > t_{1 − α/2}·sqrt(s_i² + s_j²) (x the estimates, s their SEs, α = 1 − level, the pair's Welch
+degrees of freedom). A determined pair counts as in the estimate; an undetermined one may be concordant,
+discordant or tied, and the interval is the range of tau-b over those choices (transitivity is not imposed,
+which only widens it). The CAT interval is the mean of the six dimensions' bounds. Nothing is drawn (the
+interval is a function of the estimates and SEs), nothing is pulled towards the reference or a fitted line —
+the reference enters only through the sign of each pair — and the interval reaches ±1 whenever the data leave
+every pair that could be discordant undetermined. The pairs are not adjusted for multiplicity (a Bonferroni
+version is valid by construction but spans nearly [−1, 1] at 5 seeds); coverage is therefore measured rather
+than proved: ≥ 0.98 for tau and 1.00 for CAT in every interior regime of benches/coverage.py, and below nominal
+for a true tau of 1 with 6 or more countries, where some of the many close pairs are ordered wrongly
+(``design_note`` says so).
 
-Coverage is measured, not assumed: ``python -m benches.coverage`` (table in docs/analysis.md). Interior truths
-reach the nominal level; a CAT score whose truth is 1 (every dimension ranked perfectly) is a boundary the
-posterior rarely reaches, and is under-covered — ``CAT_BOUNDARY_NOTE`` is shown next to such intervals.
+Consistency with the exact test. The interval always contains the point estimate, and it contains 0 whenever the
+exact permutation p-value (runner/score/permutation.py) exceeds 1 − level: an interval never excludes 0 where the
+test does not reject. Under no association the exact test rejects with probability ≤ 1 − level, so at most that
+share of intervals excludes 0 — by construction, at every design size. When the design's smallest attainable p
+exceeds 1 − level (3 countries: 1/3) the interval always contains 0 (``design_note`` says so next to it). The
+other direction is not forced: with few seeds the interval may contain 0 beside a small p (the test asks whether
+the ranking is related to the reference; the interval also says how little the seeds fix the population's pair
+orders).
+
+Finite seeds are never certainty (``floored_covariance``): the variance of each question's answer is at least
+that of an answer that leaves the observed option with the probability the rule of three cannot exclude after n
+alike answers, p_n = 1 − 0.05^(1/n) (≈ 3/n), by one option step: p_n·(1 − p_n). Five identical answers give
+variance 0.25 (SE 0.22 of the mean), not 0.
+
+Coverage is measured, not assumed: ``python -m benches.coverage`` (table in docs/analysis.md).
 
 Functions take per-question means and their covariance, so expected values computed from answer
 distributions enter the same way as sample means.
@@ -32,24 +42,30 @@ distributions enter the same way as sample means.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from scipy.stats import t as student_t
 
 from runner.score.indices import WEIGHTS
-from runner.score.ranking import Agreement, exact_cat, rank_agreement
 
 __all__ = [
-    "CAT_BOUNDARY_NOTE",
-    "DRAWS",
+    "BOUNDARY_COUNTRIES",
+    "RULE_OF_THREE_LEVEL",
     "agreement_intervals",
+    "answer_variance_floor",
+    "design_note",
+    "floored_covariance",
+    "index_degrees_of_freedom",
     "index_standard_errors",
     "index_variance",
     "mean_covariance",
-    "posterior_scores",
+    "sign_bounds",
+    "with_test",
 ]
 
-DRAWS = 2000  # posterior draws per condition
-CAT_BOUNDARY_NOTE = "upper limit near 1: a true CAT score of 1 is covered less often than nominal"
-CAT_BOUNDARY = 0.9  # an interval reaching this high carries CAT_BOUNDARY_NOTE
+BOUNDARY_COUNTRIES = 6  # from here a true tau of 1 is under-covered (benches/coverage.py, boundary rows)
+RULE_OF_THREE_LEVEL = 0.05  # p_n = 1 − RULE_OF_THREE_LEVEL^(1/n): the 95 % upper bound on an unseen answer
 
 
 def mean_covariance(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -77,6 +93,28 @@ def mean_covariance(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return out, n
 
 
+def answer_variance_floor(n: np.ndarray) -> np.ndarray:
+    """The least variance of one answer that n alike answers leave (module docstring): p_n·(1 − p_n), NaN for n < 1."""
+    count = np.asarray(n, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = 1.0 - RULE_OF_THREE_LEVEL ** (1.0 / np.where(count >= 1, count, np.nan))
+    return p * (1.0 - p)
+
+
+def floored_covariance(covariance: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The covariance of the question means with each variance at least ``answer_variance_floor(n_q) / n_q``.
+
+    Raising the diagonal keeps the matrix positive semi-definite; NaN entries stay NaN.
+    """
+    out = np.array(covariance, dtype=np.float64, copy=True)
+    diagonal = np.diag_indices_from(out)
+    count = np.asarray(n, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        floor = answer_variance_floor(count) / count
+    out[diagonal] = np.where(np.isfinite(out[diagonal]), np.fmax(out[diagonal], floor), np.nan)
+    return out
+
+
 def index_variance(covariance: np.ndarray) -> np.ndarray:
     """Variance of the six indices from the covariance of the question means: (..., 24, 24) → (..., 6).
 
@@ -93,86 +131,124 @@ def index_variance(covariance: np.ndarray) -> np.ndarray:
 def index_standard_errors(values: np.ndarray) -> np.ndarray:
     """Standard errors (index points) of the six indices of a country's units: (U, 24) unit means → (6,).
 
-    From ``mean_covariance`` through ``index_variance``; NaN where an index's questions have fewer than two units.
+    From ``mean_covariance``, floored (``floored_covariance``: finite seeds are never certainty), through
+    ``index_variance``; NaN where an index's questions have fewer than two units.
     """
-    cov, _ = mean_covariance(values)
-    return np.sqrt(index_variance(cov))
+    cov, n = mean_covariance(values)
+    return np.sqrt(index_variance(floored_covariance(cov, n)))
 
 
-def posterior_scores(
-    point: np.ndarray, se: np.ndarray, reference: np.ndarray, draws: int, rng: np.random.Generator
-) -> np.ndarray:
-    """Draws of the population scores of one dimension: (K,) estimates, SEs, reference → (draws, K).
+def index_degrees_of_freedom(n: np.ndarray) -> np.ndarray:
+    """Degrees of freedom of each index's SE from answer counts: (..., 24) n_q → (..., 6), the least n_q − 1 used."""
+    count = np.asarray(n, dtype=np.float64)
+    used = WEIGHTS != 0  # (24, 6)
+    least = np.where(used[None], count.reshape(-1, 24)[:, :, None], np.inf).min(axis=1)
+    return (least - 1.0).reshape(count.shape[:-1] + (6,))
 
-    The empirical-Bayes posterior of the module docstring; needs K ≥ 3 finite rows (NaN draws otherwise).
-    """
-    x, s, y = (np.asarray(a, dtype=np.float64) for a in (point, se, reference))
-    k = x.shape[0]
-    if k < 3 or not (np.isfinite(x).all() and np.isfinite(s).all() and np.isfinite(y).all()):
-        return np.full((draws, k), np.nan)
-    design = np.column_stack([np.ones(k), y])
-    beta, *_ = np.linalg.lstsq(design, x, rcond=None)
-    rss = float(((x - design @ beta) ** 2).sum())
-    df = k - 2
-    total = rss / rng.chisquare(df, draws)  # residual variance σ²: scaled inverse χ² around RSS / df
-    tau2 = np.maximum(total - float(np.mean(s**2)), 0.0)
-    gram = design.T @ design
-    if np.linalg.matrix_rank(gram) < 2:  # a constant reference: tau is undefined, nothing to draw
-        return np.full((draws, k), np.nan)
-    lines = rng.multivariate_normal(beta, np.linalg.inv(gram) * rss / df, draws) @ design.T
+
+def _pair_terms(
+    x: np.ndarray, s: np.ndarray, df: np.ndarray, y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per country pair (i < j): sign(y_i − y_j), x_i − x_j, its SE and Welch degrees of freedom (inf when exact)."""
+    i, j = np.triu_indices(x.shape[0], 1)
+    sy = np.sign(y[i] - y[j])
+    se2 = s[i] ** 2 + s[j] ** 2
     with np.errstate(invalid="ignore", divide="ignore"):
-        shrink = np.where(s > 0, s**2 / (s**2 + tau2[:, None]), 0.0)  # B_k; exact scores (s = 0) keep x
-    mean = (1.0 - shrink) * x + shrink * lines
-    return mean + rng.normal(size=(draws, k)) * np.sqrt((1.0 - shrink) * s**2)
+        welch = np.where(se2 > 0, se2**2 / (s[i] ** 4 / df[i] + s[j] ** 4 / df[j]), np.inf)
+    return sy, x[i] - x[j], np.sqrt(se2), np.where(np.isfinite(welch) | (se2 == 0), welch, np.inf)
+
+
+def sign_bounds(
+    x: np.ndarray, s: np.ndarray, df: np.ndarray, y: np.ndarray, pair_alpha: float
+) -> tuple[float, float, bool]:
+    """Range of tau-b(μ, y) over the population scores μ whose pair orders agree with every determined pair.
+
+    ``x``, ``s``, ``df``, ``y`` (K,): estimates, SEs, SE degrees of freedom, reference; a pair is determined when
+    |x_i − x_j| > t_{1 − pair_alpha/2, Welch df}·SE (or its SE is 0). Undetermined pairs may be concordant,
+    discordant or tied. Returns (low, high, whether μ may be constant — tau undefined — within the bounds).
+    """
+    sy, d, se, nu = _pair_terms(x, s, df, y)
+    n0 = d.shape[0]
+    n_y = int((sy != 0).sum())
+    critical = student_t.ppf(1.0 - pair_alpha / 2.0, np.where(np.isfinite(nu), nu, 1e12))
+    sd = np.sign(d)
+    determined = (se == 0) | (np.abs(d) > critical * se)
+    s_det = float((sd * sy)[determined].sum())
+    n_x = n0 - int((determined & (sd == 0)).sum())  # determined ties leave n_x
+    free_y = int((~determined & (sy != 0)).sum())  # undetermined pairs whose order moves tau
+    free_0 = int((~determined & (sy == 0)).sum())  # undetermined pairs tied in y: only n_x moves
+    ties = np.arange(free_y + 1, dtype=np.float64)  # undetermined y-pairs taken as tied
+    values = []
+    for tied_0 in (0, free_0):
+        pairs_x = n_x - tied_0 - ties
+        ok = pairs_x > 0
+        scale = 1.0 / np.sqrt(np.where(ok, pairs_x, 1.0) * max(n_y, 1))
+        values += list(((s_det + free_y - ties) * scale)[ok]) + list(((s_det - free_y + ties) * scale)[ok])
+    constant = n_x - free_0 - free_y <= 0
+    if not values or n_y == 0:
+        return math.nan, math.nan, constant
+    return max(-1.0, min(values)), min(1.0, max(values)), constant
+
+
+def with_test(low: float, high: float, point: float, p: float, level: float) -> tuple[float, float]:
+    """The interval widened to contain the point estimate, and 0 when the exact p exceeds 1 − ``level``."""
+    if not (np.isfinite(low) and np.isfinite(high) and np.isfinite(point)):
+        return math.nan, math.nan
+    low, high = min(low, point), max(high, point)
+    if not p <= 1.0 - level:  # NaN p (no test) cannot vouch for an association either
+        low, high = min(low, 0.0), max(high, 0.0)
+    return low, high
+
+
+def design_note(p_min: float, level: float, countries: int) -> str:
+    """What the design cannot show, decided from the design (its smallest attainable p, its number of countries),
+    never from the data; '' when nothing."""
+    notes = []
+    if np.isfinite(p_min) and p_min > 1.0 - level:
+        notes.append(f"smallest attainable p {p_min:.3g} > {1.0 - level:.3g}: the interval always contains 0")
+    if countries >= BOUNDARY_COUNTRIES:
+        notes.append(f"{countries} countries: a true tau of 1 is covered less often than nominal")
+    return "; ".join(notes)
 
 
 def agreement_intervals(
     point: np.ndarray,
     se: np.ndarray,
+    df: np.ndarray,
     ref: np.ndarray,
-    agree: Agreement,
+    tau: np.ndarray,
     level: float,
     undefined_tau: str = "nan",
-    *,
-    draws: int = DRAWS,
-    seed: int | tuple[int, ...] = 0,
-    backend: str = "auto",
 ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[float, float]]:
-    """Intervals for the population tau per dimension and for the CAT score (module docstring).
+    """Sign bounds for the population tau per dimension and for the CAT score (module docstring), before the test.
 
-    ``point``, ``se``, ``ref`` (K, 6): estimated indices, their SEs, reference scores (NaN = not compared);
-    ``agree`` = ``rank_agreement(point[None], ref)``; ``level`` e.g. 0.95; dimension j draws from
-    ``default_rng(SeedSequence([*seed, j]))`` → (((6,) low, (6,) high), (cat_low, cat_high)). NaN where tau is
-    undefined, an SE is missing or fewer than 3 countries are compared.
+    ``point``, ``se``, ``df``, ``ref`` (K, 6): estimated indices, their SEs and SE degrees of freedom, reference
+    scores (NaN = not compared); ``tau`` (6,) the point taus (NaN = undefined, no interval). Returns (((6,) low,
+    (6,) high), (cat_low, cat_high)); NaN where an SE is missing or fewer than 3 countries are compared. Apply
+    ``with_test`` with the exact p-values for the published interval.
     """
-    entropy = [seed] if isinstance(seed, (int, np.integer)) else list(seed)
-    k, dims = point.shape
-    sampled = np.full((draws, k, dims), np.nan)
+    alpha = 1.0 - level
+    dims = point.shape[1]
+    usable = np.zeros(dims, dtype=bool)
     for j in range(dims):
-        cols = agree.compared[:, j]
-        if np.isfinite(agree.kendall[0, j]):
-            rng = np.random.default_rng(np.random.SeedSequence([*entropy, j]))  # one stream per dimension
-            sampled[:, cols, j] = posterior_scores(point[cols, j], se[cols, j], ref[cols, j], draws, rng)
-    filled = np.where(np.isfinite(sampled), sampled, 0.0)  # placeholder; the dimension is masked below
-    post = rank_agreement(filled, ref, undefined_tau=undefined_tau, backend=backend)
-    ok = np.array([np.isfinite(sampled[:, agree.compared[:, j], j]).all() for j in range(dims)])
-    taus = np.where(ok, post.kendall, np.nan)
-    alpha = (1.0 - level) / 2.0
+        cols = np.isfinite(ref[:, j])
+        usable[j] = (
+            np.isfinite(tau[j])
+            and cols.sum() >= 3
+            and bool(np.isfinite(point[cols, j]).all() and np.isfinite(se[cols, j]).all())
+        )
     low, high = np.full(dims, np.nan), np.full(dims, np.nan)
-    tau = agree.kendall[0]
-    for j in np.flatnonzero(ok & np.isfinite(tau)):
-        values = taus[:, j][np.isfinite(taus[:, j])]
-        if values.size:
-            low[j] = min(float(np.quantile(values, alpha)), tau[j])
-            high[j] = max(float(np.quantile(values, 1.0 - alpha)), tau[j])
+    cat_low = cat_high = 0.0
+    for dim in np.flatnonzero(usable):
+        j = int(dim)
+        cols = np.isfinite(ref[:, j])
+        args = (point[cols, j], se[cols, j], df[cols, j], ref[cols, j])
+        low[j], high[j], constant = sign_bounds(*args, alpha)
+        if undefined_tau == "-1" and constant:
+            low[j] = -1.0
+        cat_low, cat_high = cat_low + low[j], cat_high + high[j]
     defined = np.isfinite(tau)
-    cat = float(agree.cat_score[0])
-    if not defined.any() or not ok[defined].all():
-        return (low, high), (np.nan, np.nan)
-    # the same exact mean as the point CAT score (runner/score/ranking.py), over the dimensions defined there
-    use = defined[None, :] & (post.tau_denominator > 0)
-    cats = exact_cat(post.tau_numerator, post.tau_denominator, use)
-    cats = cats[np.isfinite(cats)]
-    if cats.size == 0:
-        return (low, high), (np.nan, np.nan)
-    return (low, high), (min(float(np.quantile(cats, alpha)), cat), max(float(np.quantile(cats, 1.0 - alpha)), cat))
+    if not defined.any() or not usable[defined].all():
+        return (low, high), (math.nan, math.nan)
+    n = int(defined.sum())
+    return (low, high), (cat_low / n, cat_high / n)
