@@ -25,6 +25,7 @@ from _runner_support import spec_text
 from runner.cli import main
 from runner.endpoints.sim import SimConfig, SimServerThread
 from runner.rundir import RunDir, RunWriter, read_dataset
+from runner.sweep.cluster.writer import ShardWriter
 
 DESIGN = {
     "personas": ["United States", "China", "Japan", "Germany"],
@@ -202,10 +203,13 @@ def test_leftover_temp_parts_of_any_writer_are_cleared_and_nothing_else(stored, 
     scene.armed()
     with RunWriter.attach(scene.run) as writer:
         assert not any(p.exists() for p in ours)  # cleared when the directory is opened
-        shard = tmp / "0badc0de-responses-part-000012-0badc0de.parquet"  # a Ray shard killed mid-write
-        shard.write_bytes(b"PAR1 half")
-        assert writer.layout.parts("responses")
-    assert not shard.exists()  # cleared when the owning writer closes the directory
+        # a Ray shard's writer (no lock of its own) killed mid-write: its temp part is left behind
+        shard = ShardWriter.secondary(scene.run, batch_rows=10, session=1)
+        writing = shard._atomic(writer.layout.part("responses", f"000077-{shard.token}"))
+        half = writing.__enter__()
+        half.write_bytes(b"PAR1 half a part")
+        assert half.parent == tmp and half.name.startswith(shard.token)
+    assert not half.exists()  # cleared when the writer that owns the directory closes it
     assert foreign.read_text() == "a user's file" and trap.is_symlink()
     assert scene.around() == scene.before
 
@@ -307,3 +311,31 @@ def test_fuzzed_parts_give_one_line_errors_and_leave_everything_around_unchanged
                 # nothing of such a part can be read, and the analysis and the export read every one
                 assert name not in ("analyze", "export", "export-csv") or status == 2, (what, name)
         assert scene.around() == scene.before, what
+
+
+def test_analyze_on_a_full_disk_is_a_one_line_error(stored, tmp_path):
+    """Writes past a file-size limit fail as a full disk does (EFBIG instead of ENOSPC), inside polars too."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    scene = Scene(stored, tmp_path)
+    shutil.rmtree(scene.run / "analysis")
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing us
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2_000, 2_000))
+
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "runner.cli", "analyze", str(scene.run), "--resamples", "20", "--permutations", "9"],
+        preexec_fn=small_files,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    err = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert err[-1].startswith("hofcat analyze: error: ") and "File too large" in err[-1], err
