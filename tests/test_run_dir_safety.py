@@ -339,3 +339,31 @@ def test_analyze_on_a_full_disk_is_a_one_line_error(stored, tmp_path):
     err = done.stderr.strip().splitlines()
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert err[-1].startswith("hofcat analyze: error: ") and "File too large" in err[-1], err
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("sessions", "x"),
+        ("sessions", [1]),
+        ("determinism_probe", {"a": [1]}),
+        ("run_name", 5),
+        ("plan", {"cells": "many"}),
+        ("spec", []),
+    ],
+)
+def test_a_manifest_of_the_wrong_shape_is_a_one_line_error(key, value, stored, tmp_path, capsys):
+    import json
+
+    scene = Scene(stored, tmp_path)
+    path = scene.run / "manifest.json"
+    good = path.read_text()
+    path.write_text(json.dumps({**json.loads(good), key: value}))
+    commands = scene.commands()
+    try:
+        for name in ("status", "analyze", "export", "repair"):
+            if key == "spec" and name != "status":
+                continue  # only status (and a resume) read the spec
+            _refused(commands[name], capsys, naming="manifest.json")
+    finally:
+        path.write_text(good)  # the suite's end-of-session check reads every manifest left behind

@@ -167,8 +167,48 @@ def read_manifest(run_dir: str | Path | RunDir) -> dict[str, Any]:
         raise RunDirError(f"{path}: not a readable hofcat run manifest ({reason})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
-        raise RunDirError(f"{path}: format {found!r} is not {FORMAT!r}")
+        raise RunDirError(f"{path}: format {str(found)[:80]!r} is not {FORMAT!r}")
+    _check_manifest(manifest, path)
     return manifest
+
+
+# The manifest's fields every stage relies on, by type: a manifest from elsewhere is checked before it is used.
+_MANIFEST_FIELDS: dict[str, tuple[type, ...]] = {
+    "run_name": (str,),
+    "run_id": (str, type(None)),
+    "spec_hash": (str,),
+    "parser_version": (str,),
+    "reference": (str,),
+    "spec": (dict,),
+    "plan": (dict,),
+    "policies": (dict,),
+    "seeds": (dict,),
+    "versions": (dict,),
+    "measurement_fallback": (dict,),
+    "determinism_probe": (dict,),
+    "sessions": (list,),
+}
+
+
+def _check_manifest(manifest: dict[str, Any], path: Path) -> None:
+    """``RunDirError`` naming the first field of ``manifest`` whose type is not what hofcat writes."""
+
+    def bad(key: str, value: Any, what: str) -> RunDirError:
+        shown = type(value).__name__
+        return RunDirError(f"{path}: {key} is of type {shown}, not {what}; this manifest was not written by hofcat")
+
+    for key, kinds in _MANIFEST_FIELDS.items():
+        if key in manifest and not isinstance(manifest[key], kinds):
+            raise bad(key, manifest[key], " or ".join("null" if k is type(None) else k.__name__ for k in kinds))
+    for i, session in enumerate(manifest.get("sessions", [])):
+        if not isinstance(session, dict):
+            raise bad(f"sessions[{i}]", session, "a table")
+    for name, probe in manifest.get("determinism_probe", {}).items():
+        if not isinstance(probe, dict):
+            raise bad(f"determinism_probe.{str(name)[:80]}", probe, "a table")
+    cells = manifest.get("plan", {}).get("cells")
+    if cells is not None and (isinstance(cells, bool) or not isinstance(cells, int) or cells < 0):
+        raise bad("plan.cells", cells, "a count")
 
 
 def read_dataset(run_dir: str | Path | RunDir, dataset: str, columns: Iterable[str] | None = None) -> pa.Table:
