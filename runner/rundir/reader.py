@@ -257,7 +257,7 @@ def stored_key_columns(run_dir: str | Path | RunDir) -> tuple[pa.ChunkedArray, p
         parts = [read_part(layout.part(dataset, n), ["cell_key"], "cell_key").column(0) for n in names]
         if dataset == "responses":
             _check_unique(names, parts)
-        return pa.chunked_array([c for col in parts for c in col.chunks], type=pa.string())
+        return pa.chunked_array([c.cast(pa.string()) for col in parts for c in col.chunks], type=pa.string())
 
     return keys("responses"), keys("failures")
 
@@ -274,7 +274,7 @@ def _check_unique(parts: list[str], keys: list[pa.ChunkedArray]) -> None:
     total = sum(len(k) for k in keys)
     if not total:
         return
-    every = pa.chunked_array([c for k in keys for c in k.chunks], type=pa.string())
+    every = pa.chunked_array([c.cast(pa.large_string()) for k in keys for c in k.chunks], type=pa.large_string())
     import polars as pl  # multi-threaded n_unique, 2.5-5x Arrow count_distinct (benches/unique_cells.py); lazy:
     # a reader that never gathers responses does not pay for importing it
 
