@@ -10,17 +10,17 @@ parts through ``commit``.
 
 A flush is two steps so that the slow one can run off the event loop: ``take`` hands the buffered rows over
 as a ``Batch`` (its part ID fixed once), and ``commit_batch`` writes it, from any one thread at a time.
+Committing the same batch again rewrites the same files, so a flush retried after a failed write can never
+store a row twice. A row that cannot be stored (an ill-typed or out-of-range value) never sinks its batch:
+the batch is bisected down to the bad rows, each becomes a failure of class ``store_error`` naming the bad
+columns, and the rest is committed. Every part carries page checksums and a digest of its key column
+(checked by ``runner.rundir.reader.read_part``).
 
 One writer: the lock is an exclusive ``flock`` on the run directory itself (``.lock`` only records who holds
 it, and is also locked for older versions), so deleting ``.lock`` lets no second writer in. Every file is
 created and every folder entered through ``runner.rundir.guard``: no link or special file inside the run
 directory is followed. The writer that holds the lock clears hofcat's own leftover temp files in ``.tmp``
 when it opens and when it closes the directory, whoever left them (a crashed session, a killed Ray shard).
-Committing the same batch again rewrites the same files, so a flush retried after a failed write can never
-store a row twice. A row that cannot be stored (an ill-typed or out-of-range value) never sinks its batch:
-the batch is bisected down to the bad rows, each becomes a failure of class ``store_error`` naming the bad
-columns, and the rest is committed. Every part carries page checksums and a digest of its key column
-(checked by ``runner.rundir.reader.read_part``).
 """
 
 from __future__ import annotations
@@ -314,8 +314,8 @@ class RunWriter:
         ensure_dir(root, final.parent)
         checked(root, final)
         tmp = self.layout.tmp / f"{self.token}-{final.parent.name}-{final.name}"
+        create_new(root, tmp)  # before the try: a foreign entry of that name is refused, never removed
         try:
-            create_new(root, tmp)
             yield tmp
             _fsync(tmp)
             os.replace(tmp, final)
