@@ -25,7 +25,7 @@ from typing import IO
 
 from runner.errors import RunDirError
 
-__all__ = ["checked", "clear_temp", "create_new", "ensure_dir", "open_read", "read_bytes", "read_text"]
+__all__ = ["checked", "clear_temp", "create_new", "ensure_dir", "open_read", "read_bytes", "read_text", "store_error"]
 
 # RunWriter._atomic's names: TOKEN-folder-file; before tokens (hofcat < 0.9) folder-file of a part or manifest
 _TEMP = re.compile(r"^([0-9a-f]{8}-.+|(responses|failures|prompts|answers)-part-\d+\.parquet|.+-manifest\.json)$")
@@ -145,3 +145,11 @@ def clear_temp(root: Path, folder: Path) -> int:
 def _entries(fd: int) -> Iterator[os.DirEntry]:
     with os.scandir(fd) as it:
         yield from list(it)
+
+
+def store_error(exc: OSError, what: str) -> RunDirError:
+    """A one-line ``RunDirError`` for a failed write: ``what`` and the system's reason (a full disk named)."""
+    if exc.errno == errno.ENOSPC:
+        return RunDirError(f"{what}: no space left on device")
+    reason = exc.strerror or type(exc).__name__
+    return RunDirError(f"{what}: {reason}" + (f" ({exc.filename})" if exc.filename else ""))

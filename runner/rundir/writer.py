@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -46,8 +44,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from runner.errors import RunDirError
-from runner.rundir.guard import checked, clear_temp, create_new, ensure_dir, read_text
+from runner.rundir.guard import checked, clear_temp, create_new, ensure_dir, store_error
 from runner.rundir.layout import DATASETS, RunDir, part_id, part_number
+from runner.rundir.lock import locked
 from runner.rundir.reader import DIGEST_KEY, KEY_COLUMNS, column, key_digest, read_manifest
 from runner.rundir.schema import PromptRow, ResponseRow, table
 
@@ -123,7 +122,7 @@ class RunWriter:
             raise RunDirError(f"{layout.root}: is a file, not a run directory; --out must name a directory") from None
         except OSError as exc:
             raise store_error(exc, f"{layout.root}: cannot create the run directory") from None
-        with _locked(layout) as fd:
+        with locked(layout) as fd:
             existing = read_manifest(layout.root) if layout.manifest.exists() else None
             if existing is None:
                 if any(layout.parts(d) for d in DATASETS):
@@ -158,7 +157,7 @@ class RunWriter:
         layout = RunDir(Path(run_dir))
         if not layout.root.is_dir():
             raise RunDirError(f"{layout.root}: no such run directory")
-        with _locked(layout) as fd:
+        with locked(layout) as fd:
             manifest = read_manifest(layout.root) if layout.manifest.exists() else None
             writer = cls(layout, fd, manifest, batch_rows=1, seen_prompts=set())  # adds no rows: no sweep
             writer._clear_tmp()
@@ -350,78 +349,6 @@ def versions() -> dict[str, str]:
 
     libraries = {name: importlib.metadata.version(name) for name in ("pyarrow", "polars", "aiohttp", "tenacity")}
     return {"hofcat": __version__, "python": platform.python_version(), **libraries}
-
-
-@contextlib.contextmanager
-def _locked(layout: RunDir) -> Iterator[tuple[int, int]]:
-    """The directory's lock fd while a writer is being opened; released again if opening fails (an OSError
-    becomes the one-line ``RunDirError``); on success the writer owns it."""
-    fds = _lock(layout)
-    try:
-        yield fds
-    except OSError as exc:
-        for fd in fds:
-            os.close(fd)
-        raise store_error(exc, f"{layout.root}: cannot write the run directory") from None
-    except BaseException:
-        for fd in fds:
-            os.close(fd)
-        raise
-
-
-def _lock(layout: RunDir) -> tuple[int, int]:
-    """Take the directory's lock without waiting — an exclusive flock on the directory itself, then on ``.lock``
-    (which older versions lock) — and record this process's pid and host in ``.lock``; ``RunDirError`` when
-    another process holds it (naming that process), ``.lock`` is a link, or the directory is not writable."""
-    try:
-        dir_fd = os.open(layout.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise store_error(exc, f"{layout.root}: cannot lock the run directory") from None
-    fd = None
-    try:
-        fcntl.flock(dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        checked(layout.root, layout.lock)
-        fd = os.open(layout.lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
-    except BlockingIOError:
-        _close(dir_fd, fd)
-        raise RunDirError(f"{layout.root}: another hofcat process{_holder(layout)} is using this directory") from None
-    except OSError as exc:
-        _close(dir_fd, fd)
-        if exc.errno == errno.ELOOP:
-            raise RunDirError(
-                f"{layout.lock}: is a symbolic link; hofcat does not follow links inside a run directory"
-            ) from None
-        raise store_error(exc, f"{layout.root}: cannot lock the run directory") from None
-    except BaseException:
-        _close(dir_fd, fd)
-        raise
-    return dir_fd, fd
-
-
-def _close(*fds: int | None) -> None:
-    for fd in fds:
-        if fd is not None:
-            os.close(fd)
-
-
-def _holder(layout: RunDir) -> str:
-    """`` (pid N on host H)`` from ``.lock``, or '' when it is gone, a link or unreadable."""
-    try:
-        holder = read_text(layout.root, layout.lock)[:200].strip()
-    except (OSError, ValueError, RunDirError):
-        return ""
-    return f" (pid {holder.replace(' ', ' on host ', 1)})" if holder else ""
-
-
-def store_error(exc: OSError, what: str) -> RunDirError:
-    """A one-line ``RunDirError`` for a failed write: ``what`` and the system's reason (a full disk named)."""
-    if exc.errno == errno.ENOSPC:
-        return RunDirError(f"{what}: no space left on device")
-    reason = exc.strerror or type(exc).__name__
-    return RunDirError(f"{what}: {reason}" + (f" ({exc.filename})" if exc.filename else ""))
 
 
 def _session_token() -> str:
