@@ -4,6 +4,7 @@ Figures scale with the design: they facet by model (and by language where it var
 shared axes, colour with a palette as large as the number of series, draw missing values as missing, and never
 cut silently — when a figure must leave something out, its ``note`` says what, and the page's table holds it.
 All figures use matplotlib's Agg backend and its bundled DejaVu font, so nothing is fetched at render time.
+Every label drawn from data goes through ``runner.escape.figure_text`` (never parsed as mathtext).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from runner.escape import figure_text
 from runner.survey.dimensions import DIMENSIONS
 from runner.survey.reference import ReferenceSet
 from runner.survey.vocab import QUESTIONS
@@ -131,12 +133,19 @@ def kendall_intervals(kendall: pl.DataFrame, factors: list[str]) -> Plot | None:
             tau, low, high = (rows[c].cast(pl.Float64).to_numpy() for c in ("tau", "ci_low", "ci_high"))
             err = np.clip(np.vstack([tau - low, high - tau]), 0, None)  # NaN stays NaN: no bar is drawn
             ax.errorbar(
-                j.to_numpy() + off, tau, yerr=err, fmt="o", ms=3, capsize=2, color=colour, label=_label(cond, rest)
+                j.to_numpy() + off,
+                tau,
+                yerr=err,
+                fmt="o",
+                ms=3,
+                capsize=2,
+                color=colour,
+                label=figure_text(_label(cond, rest)),
             )
         ax.set_xticks(range(6), [d.upper() for d in DIMENSIONS], fontsize=8)
         ax.set_ylim(-1.1, 1.1)
         ax.axhline(0, color="grey", linewidth=0.5)
-        ax.set_title(_wrap(_label(panel, facets)), fontsize=9)
+        ax.set_title(figure_text(_wrap(_label(panel, facets))), fontsize=9)
         if len(conditions) <= PANEL_LEGEND and rest:
             ax.legend(fontsize=6, loc="lower left")
     axes[0].set_ylabel("Kendall tau-b")
@@ -172,8 +181,8 @@ def dimension_scores(indices: pl.DataFrame, factors: list[str], reference: Refer
             rows = _where(indices.filter(pl.col("country") == country), group)
             values = rows.select(list(DIMENSIONS)).cast(pl.Float64).to_numpy()  # one row per condition
             xs = np.broadcast_to(x - 0.4 + width * (s + 1.5), values.shape)
-            ax.scatter(xs, values, s=9, color=colour, label=_label(group, facets) if facets else "model")
-        ax.set_title(country, fontsize=9)
+            ax.scatter(xs, values, s=9, color=colour, label=figure_text(_label(group, facets)) if facets else "model")
+        ax.set_title(figure_text(str(country)), fontsize=9)
         ax.set_xticks(x, [d.upper() for d in DIMENSIONS], fontsize=7)
         ax.axhline(0, color="black", linewidth=0.5)
     handles, labels = axes[0].get_legend_handles_labels()
@@ -208,7 +217,7 @@ def grid_heatmap(cat: pl.DataFrame, factors: list[str]) -> Plot | None:
         ax.set_yticks(range(len(temps)), temps, fontsize=7)
         ax.set_xlabel("top_p", fontsize=8)
         ax.set_ylabel("temperature", fontsize=8)
-        ax.set_title(_wrap(_label(group, others), 28), fontsize=8)
+        ax.set_title(figure_text(_wrap(_label(group, others), 28)), fontsize=8)
     fig.tight_layout()
     fig.colorbar(image, ax=list(axes), label="CAT score", shrink=0.8)
     models = sorted({str(g["model"]) for g in groups}) if "model" in others else []
@@ -241,10 +250,10 @@ def respondent_embedding(respondents: pl.DataFrame, *, seed: int = 0, columns: l
     fig, ax = plt.subplots(figsize=(7.5, 5.5))
     for name, colour in zip(names, colours(len(names)), strict=True):
         mask = np.array([s == name for s in sets])
-        ax.scatter(xy[mask, 0], xy[mask, 1], s=12, color=colour, label=name)
+        ax.scatter(xy[mask, 0], xy[mask, 1], s=12, color=colour, label=figure_text(name))
         if len(names) > LEGEND_ENTRIES:  # direct labels at each set's centre instead of an unreadable legend
             cx, cy = xy[mask].mean(axis=0)
-            ax.annotate(name, (cx, cy), fontsize=5, ha="center")
+            ax.annotate(figure_text(name), (cx, cy), fontsize=5, ha="center")
     if len(names) <= LEGEND_ENTRIES:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title(f"t-SNE (perplexity {perplexity:g}, seed {seed})", fontsize=9)
@@ -275,8 +284,9 @@ def ssh_heatmap(separation: pl.DataFrame) -> Plot | None:
             if not np.isnan(value):
                 ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7)
     size = max(3.5, min(8.0, 260 / max(n, 1) / 2))
-    ax.set_xticks(range(n), names, rotation=70, ha="right", fontsize=size)
-    ax.set_yticks(range(n), names, fontsize=size)
+    labels = [figure_text(str(name)) for name in names]
+    ax.set_xticks(range(n), labels, rotation=70, ha="right", fontsize=size)
+    ax.set_yticks(range(n), labels, fontsize=size)
     fig.colorbar(image, ax=ax, label="SS_h", shrink=0.8)
     note = "" if n <= 20 else "values are in the table (too many sets to print them in the cells)."
     return Plot(fig, tuple(names), note)
@@ -301,8 +311,9 @@ def status_breakdown(rates: pl.DataFrame) -> Plot | None:
         share = np.array(
             [labelled.filter((pl.col("_group") == g) & (pl.col("status") == status))["share"].sum() for g in groups]
         )
-        ax.barh(groups, share, left=left, label=status, color=colour)
+        ax.barh(range(len(groups)), share, left=left, label=figure_text(str(status)), color=colour)
         left += share
+    ax.set_yticks(range(len(groups)), [figure_text(str(g)) for g in groups])
     ax.set_xlim(0, 1)
     ax.set_xlabel("share of answers")
     ax.tick_params(axis="y", labelsize=7)

@@ -7,7 +7,6 @@ scripts, fonts or styles from outside the file, so it opens offline.
 
 from __future__ import annotations
 
-import html
 import math
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import polars as pl
 
 from runner.analyze.agreement import MIN_COUNTRIES
 from runner.errors import InputError
+from runner.escape import Markup, file_name, html, html_join
 from runner.report import figures
 from runner.report.measurement import measurement_blocks
 from runner.report.page import Page, analysis_table, fmt_value
@@ -246,13 +246,13 @@ def _listed(names: list[str]) -> str:
     return "; ".join(names[:LISTED]) + (f"; … {more} more in the Warnings table (appendix)" if more > 0 else "")
 
 
-def _facts(items: list[str], cls: str = "") -> str:
+def _facts(items: list[str], cls: str = "") -> Markup:
     if not items:
-        return ""
-    return f'<ul class="facts {cls}">' + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>"
+        return Markup()
+    return html('<ul class="facts {}">{}</ul>', cls, html_join(html("<li>{}</li>", i) for i in items))
 
 
-def _determinism(page: Page, summary: dict[str, Any], manifest: dict[str, Any]) -> list[str]:
+def _determinism(page: Page, summary: dict[str, Any], manifest: dict[str, Any]) -> list[Markup]:
     """The temperature-0 agreement and the endpoints' determinism probes as tables."""
     blocks = []
     zero = summary.get("temperature_zero") or {}
@@ -261,15 +261,23 @@ def _determinism(page: Page, summary: dict[str, Any], manifest: dict[str, Any]) 
         blocks.append(page.table("temperature_zero", frame, "Repeated temperature-0 answers that disagree"))
     for name, probe in sorted((manifest.get("determinism_probe") or {}).items()):
         if "error" in probe:
-            blocks.append(f"<p>Endpoint <b>{html.escape(name)}</b>: probe failed: {html.escape(probe['error'])}</p>")
+            blocks.append(html("<p>Endpoint <b>{}</b>: probe failed: {}</p>", name, str(probe["error"])))
             continue
         blocks.append(
-            f"<h3>Determinism probe: {html.escape(name)} ({html.escape(str(probe.get('model')))})</h3>"
-            f"<p>Seed <b>{html.escape(str(probe.get('seed')))}</b>; identical share at temperature 0 without a seed "
-            f"{fmt_value(probe.get('greedy_identical_share'))}; {probe.get('repeats')} repeats of "
-            f"{probe.get('max_tokens')} tokens per condition.</p>"
+            html(
+                "<h3>Determinism probe: {} ({})</h3><p>Seed <b>{}</b>; identical share at temperature 0 without a "
+                "seed {}; {} repeats of {} tokens per condition.</p>",
+                name,
+                str(probe.get("model")),
+                str(probe.get("seed")),
+                fmt_value(probe.get("greedy_identical_share")),
+                str(probe.get("repeats")),
+                str(probe.get("max_tokens")),
+            )
         )
-        blocks.append(page.table(f"probe_{name}", pl.DataFrame(probe.get("conditions", [])), "Probe conditions"))
+        # the endpoint's name is data: its table's files and id are derived from it, never spelled by it
+        conditions = pl.DataFrame(probe.get("conditions", []))
+        blocks.append(page.table("probe_" + file_name(str(name)), conditions, f"Probe conditions of {name}"))
     return blocks
 
 
@@ -280,7 +288,13 @@ def render_report(run_dir: str | Path) -> Path:
     if summary is None:
         raise InputError(f"{root}: no analysis/summary.json; run `hofcat analyze {root}` first")
     with RunWriter.attach(root) as writer:
-        return _render(writer, summary)
+        try:
+            return _render(writer, summary)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:  # a summary.json from elsewhere
+            raise InputError(
+                f"{root}/analysis/summary.json: not what this hofcat's analyze writes ({type(exc).__name__}: "
+                f"{str(exc)[:200]}); run `hofcat analyze {root}` again"
+            ) from None
 
 
 def _failures(root: Path) -> int:
@@ -315,16 +329,19 @@ def _render(out: RunWriter, summary: dict) -> Path:
     title = manifest.get("run_name") or root.name
     page = Page(out)
 
-    page.raw(f"<h1>hofcat report: {html.escape(str(title))}</h1>")
+    page.raw(html("<h1>hofcat report: {}</h1>", str(title)))
     page.section(
         "Summary",
-        "<h3>What was asked</h3>" + _facts(_asked(manifest, summary)),
-        "<h3>Headline results</h3>"
-        f"<p class=caption>Reference {html.escape(reference.name)}; {html.escape(interval)}.</p>"
-        + page.table("headline", _headline(t, factors), "CAT score per condition")
-        + _facts(_alignment(t["error_percentage"])),
-        "<h3>Data quality</h3>" + _facts(_quality(t["status_rates"], _failures(root))),
-        ("<h3>Caveats</h3>" + _facts(caveats, "warn")) if (caveats := _caveats(t, summary, reference)) else "",
+        html("<h3>What was asked</h3>{}", _facts(_asked(manifest, summary))),
+        html(
+            "<h3>Headline results</h3><p class=caption>Reference {}; {}.</p>{}{}",
+            reference.name,
+            interval,
+            page.table("headline", _headline(t, factors), "CAT score per condition"),
+            _facts(_alignment(t["error_percentage"])),
+        ),
+        html("<h3>Data quality</h3>{}", _facts(_quality(t["status_rates"], _failures(root)))),
+        html("<h3>Caveats</h3>{}", _facts(caveats, "warn")) if (caveats := _caveats(t, summary, reference)) else "",
     )
 
     kendall = figures.kendall_intervals(t["kendall"], factors)
@@ -433,17 +450,15 @@ def _render(out: RunWriter, summary: dict) -> Path:
             "indices", t["indices"], "Index scores per condition and country, with standard errors", collapse=True
         ),
         page.table("warnings", t["warnings"], "Warnings the analysis raised", collapse=True),
-        "<details><summary>Provenance (analysis summary.json)</summary><pre>"
-        + html.escape(_json(summary))
-        + "</pre></details>",
+        html("<details><summary>Provenance (analysis summary.json)</summary><pre>{}</pre></details>", _json(summary)),
     )
     return page.write(f"hofcat report: {title}")
 
 
-def _plot(page: Page, name: str, plot: figures.Plot | None, caption: str) -> str:
+def _plot(page: Page, name: str, plot: figures.Plot | None, caption: str) -> Markup:
     """A figure with its caption, plus what it leaves out."""
     if plot is None:
-        return ""
+        return Markup()
     return page.figure(name, plot.fig, f"{caption} {plot.note}".strip(), shows=plot.shows)
 
 
