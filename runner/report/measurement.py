@@ -83,7 +83,7 @@ _PARTIAL_RULES = {
 }
 
 
-def _partial_note(run_dir: Path, measured: pl.DataFrame) -> list[str]:
+def _partial_note(run_dir: Path, measured: pl.DataFrame) -> list[Markup]:
     """A warning line naming how many answers were partial distributions and the rule the analysis scored them by."""
     if "partial_share" not in measured.columns:
         return []
@@ -93,9 +93,11 @@ def _partial_note(run_dir: Path, measured: pl.DataFrame) -> list[str]:
     summary = read_output_json(run_dir, "analysis", "summary.json") or {}
     rule = (summary.get("policy") or {}).get("partial", "sample")
     how = _PARTIAL_RULES.get(rule, f"scored by the partial rule {rule!r}")
-    note = (
-        f"<p class=warn>{partial:,} distribution answer(s) are partial: an option's token was not among the listed "
-        f"alternatives, so its probability is bounded (option_bound), never 0. With partial = "
-        f"{html.escape(str(rule))} they are {html.escape(how)}.</p>"
+    note = html(
+        "<p class=warn>{:,} distribution answer(s) are partial: an option's token was not among the listed "
+        "alternatives, so its probability is bounded (option_bound), never 0. With partial = {} they are {}.</p>",
+        partial,
+        str(rule),
+        how,
     )
     return [note]
