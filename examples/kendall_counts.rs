@@ -1,7 +1,9 @@
 //! Times Kendall's two counting methods per vector length, to place `kendall::PAIRWISE_MAX`:
 //! `cargo run --release --example kendall_counts`. Both must give the same counts (asserted).
-use stats_core_native::kendall::{counts_pairwise, counts_sorted};
+use stats_core_native::kendall::{counts_pairwise, counts_sorted, Counts};
 use std::time::Instant;
+
+type Method = fn(&[f64], &[f64]) -> Counts;
 
 fn main() {
     let mut state = 7u64;
@@ -18,7 +20,7 @@ fn main() {
             let y: Vec<f64> = (0..rows * n).map(|_| next(levels)).collect();
             let mut best = [f64::MAX; 2];
             for _ in 0..5 {
-                let methods: [fn(&[f64], &[f64]) -> _; 2] = [counts_pairwise, counts_sorted];
+                let methods: [Method; 2] = [counts_pairwise, counts_sorted];
                 for (m, count) in methods.iter().enumerate() {
                     let start = Instant::now();
                     let total: i64 = x.chunks(n).zip(y.chunks(n)).map(|(a, b)| count(a, b).score).sum();
