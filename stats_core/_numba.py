@@ -100,7 +100,7 @@ def _pdist(x: np.ndarray, metric: int) -> np.ndarray:
                 acc = acc / acc2
             elif metric == 5:
                 # Clamp by comparisons so a zero-norm row keeps its NaN (Python's max(0.0, nan) is 0.0).
-                acc = 1.0 - acc / np.sqrt(acc2 * acc3)
+                acc = 1.0 - acc / (np.sqrt(acc2) * np.sqrt(acc3))  # scipy's 1 − u·v / (‖u‖‖v‖)
                 if acc < 0.0:
                     acc = 0.0
                 elif acc > 2.0:

@@ -117,7 +117,7 @@ def pdist(x: np.ndarray, metric: str) -> np.ndarray:
         elif metric == "braycurtis":
             parts.append(np.abs(diff).sum(axis=1) / np.abs(v + u).sum(axis=1))
         elif metric == "cosine":
-            parts.append(np.clip(1.0 - (v @ u) / np.sqrt((v * v).sum(axis=1) * (u @ u)), 0.0, 2.0))
+            parts.append(np.clip(1.0 - (v @ u) / (np.sqrt((v * v).sum(axis=1)) * np.sqrt(u @ u)), 0.0, 2.0))
         else:
             raise ValueError(f"unknown metric {metric!r}")
     return np.concatenate(parts) if parts else np.empty(0)

@@ -37,8 +37,8 @@ impl Metric {
 }
 
 /// Accumulators a, b, c per partner; `step` folds in one feature pair (u from row i, v from the partner).
-/// With `NORMS`, b and c start as Σu² of row i and Σv² of the partner, summed once per row beforehand in
-/// feature order — the very sums the per-pair loop would make, so the distances are the same bits.
+/// With `NORMS`, b and c are the norms ‖u‖ of row i and ‖v‖ of the partner, computed once per row beforehand
+/// (feature order, one sqrt), so a pair costs one product per feature and one division — scipy's formula.
 trait Kernel {
     const NORMS: bool = false;
     fn step(a: &mut f64, b: &mut f64, c: &mut f64, u: f64, v: f64);
@@ -113,12 +113,13 @@ impl Kernel for Cos {
     }
     #[inline(always)]
     fn finish(a: f64, b: f64, c: f64) -> f64 {
-        (1.0 - a / (b * c).sqrt()).clamp(0.0, 2.0)
+        // scipy: 1 − u·v / (‖u‖‖v‖), the cosine clipped to [−1, 1]; a zero norm gives 0/0 = NaN, kept by clamp
+        (1.0 - a / (b * c)).clamp(0.0, 2.0)
     }
 }
 
-/// Distances from row i (features `u`, Σu² `norm_u`) to partners j0..j1 (feature-major `xt`, n columns; their
-/// Σv² in `norms`, empty unless K::NORMS) into `out`.
+/// Distances from row i (features `u`, norm `norm_u`) to partners j0..j1 (feature-major `xt`, n columns; their
+/// norms in `norms`, empty unless K::NORMS) into `out`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn row<K: Kernel>(
@@ -249,9 +250,9 @@ pub fn pdist(x: &[f64], n: usize, k: usize, metric: Metric) -> Vec<f64> {
             xt[f * n + i] = x[i * k + f];
         }
     }
-    // Cosine: Σx² of each row once, in feature order (module doc of `Kernel`), instead of once per pair.
+    // Cosine: each row's norm once (feature order, then one sqrt), instead of its Σx² once per pair.
     let norms: Vec<f64> = if metric == Metric::Cosine {
-        (0..n).map(|i| x[i * k..(i + 1) * k].iter().fold(0.0, |s, &v| s + v * v)).collect()
+        (0..n).map(|i| x[i * k..(i + 1) * k].iter().fold(0.0, |s, &v| s + v * v).sqrt()).collect()
     } else {
         Vec::new()
     };
@@ -295,7 +296,7 @@ mod tests {
     }
 
     #[test]
-    fn cosine_with_row_norms_is_the_per_pair_formula_bit_for_bit() {
+    fn cosine_is_scipys_formula_bit_for_bit() {
         // n = 21: full LANES blocks and the scalar tail; one zero row (0/0 = NaN, as scipy)
         let (n, k) = (21, 7);
         let mut x: Vec<f64> = (0..n * k).map(|t| ((t * 53) % 17) as f64 * 0.37 - 2.9).collect();
@@ -311,7 +312,7 @@ mod tests {
                     b += u * u;
                     c += v * v;
                 }
-                let want = (1.0 - a / (b * c).sqrt()).clamp(0.0, 2.0);
+                let want = (1.0 - a / (b.sqrt() * c.sqrt())).clamp(0.0, 2.0);
                 assert!(d[idx] == want || (d[idx].is_nan() && want.is_nan()), "{i} {j}");
                 idx += 1;
             }
