@@ -3,7 +3,8 @@
 Run: python -m benches.stats_permanova_strata. Same distances, same grouping (3 groups), 999 permutations,
 native backend; the blocked call keeps permutations within 10 strata ("countries", objects interleaved so
 that every block is scattered over the matrix). Both calls are timed alternately in one process (best of 5);
-the ratio blocked / free is the cost of the blocked generator (``permutations_within``). Euclidean distances
+the ratio blocked / free is the cost of the blocked generator (``permutations_within``) plus the one pass that
+the within-strata effect sizes add (``permanova.within_strata``). Euclidean distances
 between 24-d points (the factored screen, where label generation is the largest share of the work) and
 cityblock (the quantized screen).
 """

@@ -5,39 +5,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-
-@numba.njit(cache=True, nogil=True)
-def _tau_b(x: np.ndarray, y: np.ndarray) -> float:
-    n = x.shape[0]
-    s = 0
-    tied_x_only = 0
-    tied_y_only = 0
-    untied = 0
-    for i in range(n):
-        for j in range(i + 1, n):
-            dx = x[i] - x[j]
-            dy = y[i] - y[j]
-            if dx == 0.0:
-                if dy != 0.0:
-                    tied_x_only += 1
-            elif dy == 0.0:
-                tied_y_only += 1
-            else:
-                untied += 1
-                s += 1 if (dx > 0.0) == (dy > 0.0) else -1
-    denom = np.sqrt(float(untied + tied_y_only) * float(untied + tied_x_only))
-    if denom == 0.0:
-        return np.nan
-    return min(1.0, max(-1.0, s / denom))
-
-
-@numba.njit(cache=True, parallel=True, nogil=True)
-def kendall_tau_b_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Tau-b of each row pair of two (rows, n) float64 arrays → (rows,); NaN where a side is constant."""
-    out = np.empty(x.shape[0])
-    for r in numba.prange(x.shape[0]):
-        out[r] = _tau_b(x[r], y[r])
-    return out
+from stats_core._numba_kendall import kendall_tau_b_rows as kendall_tau_b_rows  # a kernel of this backend
+from stats_core._numba_kendall import tau_b
 
 
 @numba.njit(inline="always")
@@ -131,7 +100,7 @@ def _pdist(x: np.ndarray, metric: int) -> np.ndarray:
                 acc = acc / acc2
             elif metric == 5:
                 # Clamp by comparisons so a zero-norm row keeps its NaN (Python's max(0.0, nan) is 0.0).
-                acc = 1.0 - acc / np.sqrt(acc2 * acc3)
+                acc = 1.0 - acc / (np.sqrt(acc2) * np.sqrt(acc3))  # scipy's 1 − u·v / (‖u‖‖v‖)
                 if acc < 0.0:
                     acc = 0.0
                 elif acc > 2.0:
@@ -446,7 +415,7 @@ def bootstrap_kendall(samples, reference, indices):
                     for u in range(1, k):
                         total += samples[g, c, d, indices[c, r, u]]
                     means[c] = total / k
-                out[r, g, d] = _tau_b(means, reference[g, :, d])
+                out[r, g, d] = tau_b(means, reference[g, :, d])
     return out
 
 

@@ -8,18 +8,77 @@ from __future__ import annotations
 
 import numpy as np
 
+PAIRWISE_MAX = 128  # rows up to this long count pair by pair; longer ones by Knight's method (same counts)
+
 
 def kendall_tau_b_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Tau-b of each row pair of two (rows, n) float64 arrays → (rows,); NaN where a side is constant."""
-    dx = np.sign(x[:, :, None] - x[:, None, :])
-    dy = np.sign(y[:, :, None] - y[:, None, :])
-    upper = np.triu(np.ones(x.shape[1], dtype=bool), k=1)
-    s = (dx * dy)[:, upper].sum(axis=1)
-    not_tied_x = (dx[:, upper] != 0).sum(axis=1)
-    not_tied_y = (dy[:, upper] != 0).sum(axis=1)
+    if x.shape[1] <= PAIRWISE_MAX:
+        score, not_tied_x, not_tied_y = _counts_pairwise(x, y)
+    else:
+        counts = [_counts_sorted(a, b) for a, b in zip(x, y, strict=True)]
+        score, not_tied_x, not_tied_y = np.array(counts, dtype=np.int64).reshape(-1, 3).T
     with np.errstate(invalid="ignore", divide="ignore"):
-        tau = s / np.sqrt(not_tied_x.astype(np.float64) * not_tied_y)
+        tau = score / np.sqrt(not_tied_x.astype(np.float64) * not_tied_y)
     return np.clip(tau, -1.0, 1.0)
+
+
+def _counts_pairwise(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(C − D, pairs not tied in x, pairs not tied in y) per row, from every pair's signs (rows in chunks)."""
+    n = x.shape[1]
+    upper = np.triu(np.ones(n, dtype=bool), k=1)
+    parts = []
+    step = max(1, 4_000_000 // max(1, n * n))
+    for r in range(0, x.shape[0], step):
+        dx = np.sign(x[r : r + step, :, None] - x[r : r + step, None, :])[:, upper]
+        dy = np.sign(y[r : r + step, :, None] - y[r : r + step, None, :])[:, upper]
+        parts.append(np.stack([(dx * dy).sum(axis=1), (dx != 0).sum(axis=1), (dy != 0).sum(axis=1)]).astype(np.int64))
+    score, not_tied_x, not_tied_y = np.concatenate(parts, axis=1) if parts else np.zeros((3, 0), np.int64)
+    return score, not_tied_x, not_tied_y
+
+
+def _tied_pairs(same_as_previous: np.ndarray) -> int:
+    """Σ over runs of t(t − 1)/2, the runs given by whether each element equals the one before."""
+    runs = np.bincount(np.cumsum(np.concatenate([[True], ~same_as_previous])))
+    return int((runs * (runs - 1) // 2).sum())
+
+
+def _counts_sorted(x: np.ndarray, y: np.ndarray) -> tuple[int, int, int]:
+    """Knight's counts of one pair of vectors: C − D = n0 − n1 − n2 + n3 − 2D, D the inversions of y in (x, y) order."""
+    x, y = x + 0.0, y + 0.0  # −0.0 becomes 0.0
+    order = np.lexsort((y, x))
+    xs, ys = x[order], y[order]
+    same_x = xs[1:] == xs[:-1]
+    tied_x = _tied_pairs(same_x)
+    tied_both = _tied_pairs(same_x & (ys[1:] == ys[:-1]))
+    ranks = np.unique(ys, return_inverse=True)[1].astype(np.int64)
+    per_value = np.bincount(ranks)
+    tied_y = int((per_value * (per_value - 1) // 2).sum())
+    n = x.shape[0]
+    n0 = n * (n - 1) // 2
+    return n0 - tied_x - tied_y + tied_both - 2 * _inversions(ranks), n0 - tied_x, n0 - tied_y
+
+
+def _inversions(ranks: np.ndarray) -> int:
+    """Pairs i < j with ranks[i] > ranks[j]: bottom-up merge passes, each one stable argsort.
+
+    Before the pass of width w, every block of w is sorted. Merging blocks L, R by a stable sort on (block, rank),
+    an element of R at offset p of the merged block and offset q of R has p − q elements of L ≤ it before it, so
+    len(L) − (p − q) elements of L above it.
+    """
+    n = ranks.shape[0]
+    levels = int(ranks.max()) + 1 if n else 1
+    v, position, total, width = ranks, np.arange(n), 0, 1
+    while width < n:
+        start = position // (2 * width) * (2 * width)
+        came = np.argsort(start * levels + v, kind="stable")
+        offset = came - start
+        right = offset >= width
+        left_len = np.minimum(width, n - start)
+        total += int((left_len - (position - start - (offset - width)))[right].sum())
+        v = v[came]
+        width *= 2
+    return total
 
 
 def _rows(distances: np.ndarray, n: int):
@@ -58,7 +117,7 @@ def pdist(x: np.ndarray, metric: str) -> np.ndarray:
         elif metric == "braycurtis":
             parts.append(np.abs(diff).sum(axis=1) / np.abs(v + u).sum(axis=1))
         elif metric == "cosine":
-            parts.append(np.clip(1.0 - (v @ u) / np.sqrt((v * v).sum(axis=1) * (u @ u)), 0.0, 2.0))
+            parts.append(np.clip(1.0 - (v @ u) / (np.sqrt((v * v).sum(axis=1)) * np.sqrt(u @ u)), 0.0, 2.0))
         else:
             raise ValueError(f"unknown metric {metric!r}")
     return np.concatenate(parts) if parts else np.empty(0)

@@ -25,6 +25,10 @@ class PermutationTestResult:
     labels permutations stayed within (None: unrestricted). PERMANOVA also reports its sums of squares and
     effect sizes: R² = SS_A / SS_T (adonis2's ``R2``) and ω² = (SS_A − (g − 1) MS_W) / (SS_T + MS_W),
     MS_W = SS_W / (n − g) (the less biased estimate of the share of variation the grouping explains; can be < 0).
+    With strata, R² and ω² are those of the groups within the strata: the same formulas on
+    ``ss_total_within_strata`` (Σ over strata of each one's SS_T) split into SS_A,s and ``ss_within_cells`` (the
+    stratum × group cells' SS_W), with df cells − strata and n − cells; adonis2's R², which ignores strata, is
+    1 − ss_within / ss_total.
     """
 
     method: str
@@ -41,6 +45,8 @@ class PermutationTestResult:
     ss_within: float | None = None
     r_squared: float | None = None
     omega_squared: float | None = None
+    ss_total_within_strata: float | None = None  # PERMANOVA with strata: Σ_s SS_T(s)
+    ss_within_cells: float | None = None  # PERMANOVA with strata: SS_W of the stratum × group cells
     null_distribution: np.ndarray | None = None  # the permuted statistics, where kept (SS_h)
 
     @property

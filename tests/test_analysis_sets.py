@@ -133,14 +133,15 @@ def _temperature_answers(shift: float, seed: int = 4) -> pl.DataFrame:
 
 def test_factor_tests_block_permutations_within_country():
     # A real temperature effect next to large country differences: pooled permutations drown it, blocked
-    # ones (adonis2's strata = country) find it; F, R² and ω² do not depend on the blocks.
+    # ones (adonis2's strata = country) find it; F does not depend on the blocks, R² and ω² are within country.
     frame = _temperature_answers(0.2)
     units = unit_array(frame.lazy(), infer_design(frame.columns))
     blocked = factor_tests(units, permutations=999, seed=3, points="seed").row(0, named=True)
     pooled = factor_tests(units, permutations=999, seed=3, blocks=None, points="seed").row(0, named=True)
     assert (blocked["blocks"], pooled["blocks"]) == ("country", "none")
-    for key in ("permanova_f", "permanova_r2", "permanova_omega2", "permdisp_f"):
+    for key in ("permanova_f", "permdisp_f"):
         assert blocked[key] == pooled[key]
+    assert blocked["permanova_omega2"] > 0.01 > pooled["permanova_omega2"]  # the countries no longer count as noise
     assert blocked["permanova_p"] < 0.01 < 0.1 < pooled["permanova_p"]
     # the same test called directly, with each respondent's country as the stratum
     points = [units.values[c][np.isfinite(units.values[c]).all(axis=2)] for c in (0, 1)]
@@ -149,6 +150,7 @@ def test_factor_tests_block_permutations_within_country():
         stats_core.pdist(np.vstack(points)), np.repeat([0, 1], [len(p) for p in points]), 999, 3, strata=countries
     )
     assert blocked["permanova_p"] == direct.pvalue and blocked["permanova_r2"] == direct.r_squared
+    assert blocked["permanova_omega2"] == direct.omega_squared
     assert blocked["permanova_omega2"] < blocked["permanova_r2"]
 
 

@@ -37,7 +37,10 @@ impl Metric {
 }
 
 /// Accumulators a, b, c per partner; `step` folds in one feature pair (u from row i, v from the partner).
+/// With `NORMS`, b and c are the norms ‖u‖ of row i and ‖v‖ of the partner, computed once per row beforehand
+/// (feature order, one sqrt), so a pair costs one product per feature and one division — scipy's formula.
 trait Kernel {
+    const NORMS: bool = false;
     fn step(a: &mut f64, b: &mut f64, c: &mut f64, u: f64, v: f64);
     fn finish(a: f64, b: f64, c: f64) -> f64;
 }
@@ -103,25 +106,40 @@ impl Kernel for Bray {
     }
 }
 impl Kernel for Cos {
+    const NORMS: bool = true;
     #[inline(always)]
-    fn step(a: &mut f64, b: &mut f64, c: &mut f64, u: f64, v: f64) {
+    fn step(a: &mut f64, _: &mut f64, _: &mut f64, u: f64, v: f64) {
         *a += u * v;
-        *b += u * u;
-        *c += v * v;
     }
     #[inline(always)]
     fn finish(a: f64, b: f64, c: f64) -> f64 {
-        (1.0 - a / (b * c).sqrt()).clamp(0.0, 2.0)
+        // scipy: 1 − u·v / (‖u‖‖v‖), the cosine clipped to [−1, 1]; a zero norm gives 0/0 = NaN, kept by clamp
+        (1.0 - a / (b * c)).clamp(0.0, 2.0)
     }
 }
 
-/// Distances from row i (features `u`) to partners j0..j1 (feature-major `xt`, n columns) into `out`.
+/// Distances from row i (features `u`, norm `norm_u`) to partners j0..j1 (feature-major `xt`, n columns; their
+/// norms in `norms`, empty unless K::NORMS) into `out`.
 #[inline(always)]
-fn row<K: Kernel>(u: &[f64], xt: &[f64], n: usize, j0: usize, j1: usize, out: &mut [MaybeUninit<f64>]) {
+#[allow(clippy::too_many_arguments)]
+fn row<K: Kernel>(
+    u: &[f64],
+    norm_u: f64,
+    norms: &[f64],
+    xt: &[f64],
+    n: usize,
+    j0: usize,
+    j1: usize,
+    out: &mut [MaybeUninit<f64>],
+) {
     let mut j = j0;
     let mut o = 0;
     while j + LANES <= j1 {
         let (mut a, mut b, mut c) = ([0.0f64; LANES], [0.0f64; LANES], [0.0f64; LANES]);
+        if K::NORMS {
+            b = [norm_u; LANES];
+            c.copy_from_slice(&norms[j..j + LANES]);
+        }
         for (f, &uf) in u.iter().enumerate() {
             let v: &[f64; LANES] = xt[f * n + j..][..LANES].try_into().unwrap();
             for l in 0..LANES {
@@ -135,7 +153,7 @@ fn row<K: Kernel>(u: &[f64], xt: &[f64], n: usize, j0: usize, j1: usize, out: &m
         o += LANES;
     }
     while j < j1 {
-        let (mut a, mut b, mut c) = (0.0, 0.0, 0.0);
+        let (mut a, mut b, mut c) = if K::NORMS { (0.0, norm_u, norms[j]) } else { (0.0, 0.0, 0.0) };
         for (f, &uf) in u.iter().enumerate() {
             K::step(&mut a, &mut b, &mut c, uf, xt[f * n + j]);
         }
@@ -149,7 +167,17 @@ fn row<K: Kernel>(u: &[f64], xt: &[f64], n: usize, j0: usize, j1: usize, out: &m
 /// tile of `xt` (COLS · k values) is reused from L1/L2 by every row of the block instead of being
 /// streamed from L3 once per row.
 #[inline(always)]
-fn block<K: Kernel>(x: &[f64], xt: &[f64], n: usize, k: usize, i0: usize, i1: usize, out: &mut [MaybeUninit<f64>]) {
+#[allow(clippy::too_many_arguments)]
+fn block<K: Kernel>(
+    x: &[f64],
+    norms: &[f64],
+    xt: &[f64],
+    n: usize,
+    k: usize,
+    i0: usize,
+    i1: usize,
+    out: &mut [MaybeUninit<f64>],
+) {
     let base = row_start(i0, n);
     let mut c0 = i0 + 1;
     while c0 < n {
@@ -157,7 +185,8 @@ fn block<K: Kernel>(x: &[f64], xt: &[f64], n: usize, k: usize, i0: usize, i1: us
         for i in i0..i1.min(c1 - 1) {
             let j0 = c0.max(i + 1);
             let at = row_start(i, n) - base + (j0 - i - 1);
-            row::<K>(&x[i * k..(i + 1) * k], xt, n, j0, c1, &mut out[at..at + (c1 - j0)]);
+            let norm_u = if K::NORMS { norms[i] } else { 0.0 };
+            row::<K>(&x[i * k..(i + 1) * k], norm_u, norms, xt, n, j0, c1, &mut out[at..at + (c1 - j0)]);
         }
         c0 = c1;
     }
@@ -169,10 +198,11 @@ const COLS: usize = 256;
 macro_rules! block_fn {
     ($name:ident, $mv:ident, $kernel:ty) => {
         #[inline(always)]
-        fn $name(x: &[f64], xt: &[f64], n: usize, k: usize, i0: usize, i1: usize, out: &mut [MaybeUninit<f64>]) {
-            block::<$kernel>(x, xt, n, k, i0, i1, out)
+        #[allow(clippy::too_many_arguments)]
+        fn $name(x: &[f64], norms: &[f64], xt: &[f64], n: usize, k: usize, i0: usize, i1: usize, out: &mut [MaybeUninit<f64>]) {
+            block::<$kernel>(x, norms, xt, n, k, i0, i1, out)
         }
-        crate::multiversion!(fn $mv(x: &[f64], xt: &[f64], n: usize, k: usize, i0: usize, i1: usize, out: &mut [MaybeUninit<f64>]) => $name);
+        crate::multiversion!(#[allow(clippy::too_many_arguments)] fn $mv(x: &[f64], norms: &[f64], xt: &[f64], n: usize, k: usize, i0: usize, i1: usize, out: &mut [MaybeUninit<f64>]) => $name);
     };
 }
 block_fn!(block_euclid, mv_euclid, Euclid);
@@ -220,6 +250,12 @@ pub fn pdist(x: &[f64], n: usize, k: usize, metric: Metric) -> Vec<f64> {
             xt[f * n + i] = x[i * k + f];
         }
     }
+    // Cosine: each row's norm once (feature order, then one sqrt), instead of its Σx² once per pair.
+    let norms: Vec<f64> = if metric == Metric::Cosine {
+        (0..n).map(|i| x[i * k..(i + 1) * k].iter().fold(0.0, |s, &v| s + v * v).sqrt()).collect()
+    } else {
+        Vec::new()
+    };
     let f = match metric {
         Metric::Euclidean => mv_euclid,
         Metric::SqEuclidean => mv_sqeuclid,
@@ -236,7 +272,7 @@ pub fn pdist(x: &[f64], n: usize, k: usize, metric: Metric) -> Vec<f64> {
         blocks.push((i0, i1, head));
         rest = tail;
     }
-    blocks.into_par_iter().for_each(|(i0, i1, slot)| f(x, &xt, n, k, i0, i1, slot));
+    blocks.into_par_iter().for_each(|(i0, i1, slot)| f(x, &norms, &xt, n, k, i0, i1, slot));
     // SAFETY: the block slices partition out[..m] and `block` writes every entry of its rows.
     unsafe { out.set_len(m) };
     out
@@ -257,6 +293,30 @@ mod tests {
         assert_eq!(pdist(&x, 3, 2, Metric::BrayCurtis), vec![7.0 / 13.0, 0.0, 7.0 / 13.0]);
         let cos = pdist(&x, 3, 2, Metric::Cosine);
         assert!((cos[0] - (1.0 - 16.0 / (5.0f64 * 52.0).sqrt())).abs() < 1e-15 && cos[1].abs() < 1e-15);
+    }
+
+    #[test]
+    fn cosine_is_scipys_formula_bit_for_bit() {
+        // n = 21: full LANES blocks and the scalar tail; one zero row (0/0 = NaN, as scipy)
+        let (n, k) = (21, 7);
+        let mut x: Vec<f64> = (0..n * k).map(|t| ((t * 53) % 17) as f64 * 0.37 - 2.9).collect();
+        x[4 * k..5 * k].fill(0.0);
+        let d = pdist(&x, n, k, Metric::Cosine);
+        let mut idx = 0;
+        for i in 0..n {
+            for j in i + 1..n {
+                let (mut a, mut b, mut c) = (0.0f64, 0.0f64, 0.0f64);
+                for f in 0..k {
+                    let (u, v) = (x[i * k + f], x[j * k + f]);
+                    a += u * v;
+                    b += u * u;
+                    c += v * v;
+                }
+                let want = (1.0 - a / (b.sqrt() * c.sqrt())).clamp(0.0, 2.0);
+                assert!(d[idx] == want || (d[idx].is_nan() && want.is_nan()), "{i} {j}");
+                idx += 1;
+            }
+        }
     }
 
     #[test]
