@@ -151,7 +151,8 @@ def _caveats(t: dict[str, pl.DataFrame], summary: dict[str, Any], reference: Ref
     plain = []
     for w in warned:
         (by_kind[w["kind"]] if w.get("kind") in by_kind else plain).append(w)
-    notes = [str(w.get("message", w)) for w in plain[:CAVEATS_SHOWN]]
+    notes = [str(c) for c in summary.get("caveats", [])]  # what thin data could not support (analyze/coverage)
+    notes += [str(w.get("message", w)) for w in plain[:CAVEATS_SHOWN]]
     if len(plain) > CAVEATS_SHOWN:
         notes.append(f"… {len(plain) - CAVEATS_SHOWN} more warnings in the Warnings table (appendix)")
     if few := by_kind["few_countries"]:
