@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = [
-    {"runner.errors", "runner.survey"},
+    {"runner.errors", "runner.process", "runner.survey"},
     {"runner.rundir"},
     {"runner.parse"},
     {"runner.sweep"},
