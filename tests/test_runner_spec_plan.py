@@ -59,7 +59,16 @@ def test_the_quickstart_example_is_the_issues_spec() -> None:
         ({"endpoint": {"timeout_s": "60"}}, "endpoints[0].timeout_s = '60': must be a number > 0"),
         ({"endpoint": {"base_url": "127.0.0.1:8011"}}, "endpoints[0].base_url = '127.0.0.1:8011': must be an http"),
         ({"endpoint": {"api_key": "sk-secret"}}, "endpoints[0].api_key = '<hidden>': must be no key in a spec"),
-        ({"endpoint": {"requests_per_minut": 5}}, "endpoints[0].requests_per_minut = 5: must be a known key"),
+        (
+            {"endpoint": {"requests_per_minut": 5}},
+            "endpoints[0].requests_per_minut = 5: must be a known key; did you mean 'requests_per_minute'? (one of ",
+        ),
+        ({"run": {"seeed": 1}}, "run.seeed = 1: must be a known key; did you mean 'seed'? (one of batch_rows, "),
+        (
+            {"design": {"persona": ["China"]}},
+            "design.persona = ['China']: must be a known key; did you mean 'personas'",
+        ),
+        ({"design": {"zzz": 1}}, "design.zzz = 1: must be a known key (one of "),
         ({"design": {"mode": "batch"}}, "design.mode = 'batch': must be one of item, survey"),
         ({"design": {"temperature": [0.0, 2.5]}}, "design.temperature = 2.5: must be numbers in [0, 2]"),
         ({"design": {"seeds": [1, 1]}}, "design.seeds = [1, 1]: must be a list without repeated values"),
@@ -389,7 +398,7 @@ def test_an_endpoint_can_override_keys_of_the_design() -> None:
             "seeds = [99999999999999999999]",
             "s.toml: endpoints[1].design.seeds = 99999999999999999999: must be integers",
         ),
-        ("sedes = [1]", "s.toml: endpoints[1].design.sedes = [1]: must be a known key"),
+        ("sedes = [1]", "s.toml: endpoints[1].design.sedes = [1]: must be a known key; did you mean 'seeds'?"),
         (
             'constraint = "grammar"\nmode = "survey"',
             "endpoints[1].design.constraint = 'grammar': must be \"none\" in survey",

@@ -8,6 +8,7 @@ endpoint names the environment variable that holds its key (``api_key_env``).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
@@ -643,8 +644,12 @@ class _Validator:
             self.fail(where, table, "a table")
         for key in table:
             if key not in allowed:
+                close = difflib.get_close_matches(str(key), sorted(allowed), n=1, cutoff=0.6)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
                 self.fail(
-                    f"{where}.{key}".lstrip("."), table[key], f"a known key (one of {', '.join(sorted(allowed))})"
+                    f"{where}.{key}".lstrip("."),
+                    table[key],
+                    f"a known key{hint} (one of {', '.join(sorted(allowed))})",
                 )
         for key in sorted(required - set(table)):
             raise SpecError(f"{self.source}: {self.name(f'{where}.{key}'.lstrip('.'))}: missing (required)")
