@@ -17,11 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from runner.analyze.units import UnitArray
-from runner.rundir import stored_key_columns
+from runner.rundir import part_columns, part_pairs, read_part, stored_key_columns
 from runner.score.indices import WEIGHTS
 from runner.survey.dimensions import DIMENSIONS
+from runner.survey.models import is_requested_model
 
-__all__ = ["completeness", "completeness_caveat", "data_caveats"]
+__all__ = ["completeness", "completeness_caveat", "data_caveats", "served_caveat", "served_models"]
 
 
 def completeness(run_dir: str | Path, manifest: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -84,4 +85,36 @@ def data_caveats(units: UnitArray, statuses: dict[str, int]) -> list[str]:
             "one unit per country (one seed, no identities): index scores have no standard error, so tau and CAT "
             "get no interval (docs/analysis.md, Uncertainty); more seeds give one"
         )
+    return notes
+
+
+def served_models(run_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """Per endpoint: the model the spec asked for (``requested``) and the models its replies said answered them
+    (``served``: name → replies; ``unreported`` counts replies that named none), from the stored responses.
+
+    Read part by part, three short columns at a time: memory follows a part, not the run."""
+    out: dict[str, dict[str, Any]] = {}
+    for pair in part_pairs(run_dir):
+        if "served_model" not in part_columns(pair.responses):
+            continue  # parts from before the column: nothing reported
+        table = read_part(pair.responses, ["endpoint", "model", "served_model"], "cell_key")
+        counts = table.group_by(["endpoint", "model", "served_model"], use_threads=False).aggregate([([], "count_all")])
+        for endpoint, model, served, n in zip(*(counts.column(i).to_pylist() for i in range(4)), strict=True):
+            entry = out.setdefault(endpoint, {"requested": model, "served": {}, "unreported": 0})
+            if served is None:
+                entry["unreported"] += n
+            else:
+                entry["served"][served] = entry["served"].get(served, 0) + n
+    return out
+
+
+def served_caveat(served: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per endpoint some of whose replies name a model other than the one asked for (or a snapshot of it,
+    ``runner.survey.models``): a run stored before hofcat compared them, or one whose spec accepted them."""
+    notes = []
+    for endpoint, entry in sorted(served.items()):
+        names = entry["served"]
+        if any(not is_requested_model(entry["requested"], name) for name in names):
+            listed = ", ".join(f"{name} ({n:,} replies)" for name, n in sorted(names.items()))
+            notes.append(f"endpoint {endpoint}: asked for model {entry['requested']}, replies name {listed}")
     return notes

@@ -21,7 +21,7 @@ import polars as pl
 
 from runner.analyze.agreement import agreement_tables
 from runner.analyze.baselines import ORDER_CODE, baseline_tables
-from runner.analyze.coverage import completeness, completeness_caveat, data_caveats
+from runner.analyze.coverage import completeness, completeness_caveat, data_caveats, served_caveat, served_models
 from runner.analyze.design import Design, infer_design, varying
 from runner.analyze.load import load_answers
 from runner.analyze.measurement import measurement_table
@@ -211,7 +211,8 @@ def analyze_run(run_dir: str | Path, options: AnalysisOptions) -> Path:
             summary["extractions"] = extraction
         summary["run_dir"] = str(root)
         summary["completeness"] = done = completeness(root, manifest)
-        summary["caveats"] = completeness_caveat(done, root) + summary["caveats"]
+        summary["served_models"] = served = served_models(root)  # the models that answered, per endpoint
+        summary["caveats"] = completeness_caveat(done, root) + served_caveat(served) + summary["caveats"]
         if manifest is not None:
             summary["run_manifest"] = manifest
         return write_analysis(writer, tables, summary)

@@ -83,6 +83,10 @@ def _asked(manifest: dict[str, Any], summary: dict[str, Any]) -> list[str]:
     models = [f"{e.get('model')} ({e.get('name')}, {e.get('provider')})" for e in spec.get("endpoints", [])]
     if models:
         facts.append("models: " + "; ".join(models))
+    for endpoint, entry in sorted((summary.get("served_models") or {}).items()):  # what the replies said answered
+        named = ", ".join(f"{name} ({n:,} replies)" for name, n in sorted(entry["served"].items()))
+        unreported = f"{entry['unreported']:,} replies named no model" if entry["unreported"] else ""
+        facts.append(f"served by {endpoint}: " + "; ".join(x for x in (named, unreported) if x))
     for key, label in (
         ("mode", "mode"),
         ("measurement", "measurement"),
