@@ -495,3 +495,26 @@ def test_select_deals_a_limit_round_robin_by_endpoint() -> None:
         select(spec, endpoints=["nope"])
     with pytest.raises(SpecError, match="--limit 0: must be an integer >= 1"):
         select(spec, limit=0)
+
+
+def test_an_endpoint_design_removes_the_identities_with_false() -> None:
+    text = spec_text(URL, design={"personas": ["Germany"], "questions": [1], "seeds": [1], "temperature": [0.0]})
+    text += '[design.identities]\ncountries = ["China", "Japan"]\ngenders = ["female"]\nages = [30]\n'
+    text += '[[endpoints]]\nname = "b"\nprovider = "openai"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+    text += "[endpoints.design]\nidentities = false\n"
+    spec = parse_spec(text, source="s.toml")
+    kinds = {e.name: sorted({c.prompt.framing.kind for c in iter_cells(spec, e)}) for e in spec.endpoints}
+    counts = {e.name: sum(1 for _ in iter_cells(spec, e)) for e in spec.endpoints}
+    assert spec.design_for(spec.endpoint("b")).identities is None
+    assert spec.design_for(spec.endpoint("sim")).identities is not None
+    assert kinds == {"sim": ["identity", "persona"], "b": ["persona"]} and counts == {"sim": 3, "b": 1}
+    with pytest.raises(SpecError, match=r"endpoints\[1\]\.design\.identities = True: must be a table"):
+        parse_spec(text.replace("identities = false", "identities = true"), source="s.toml")
+
+
+def test_served_models_are_read_as_a_list_of_names() -> None:
+    spec = parse_spec(spec_text(URL, endpoint={"served_models": ["SmolLM2-135M-Instruct"]}), source="s.toml")
+    assert spec.endpoints[0].served_models == ("SmolLM2-135M-Instruct",)
+    assert parse_spec(spec_text(URL), source="s.toml").endpoints[0].served_models == ()
+    with pytest.raises(SpecError, match=r"endpoints\[0\]\.served_models = 3: must be non-empty strings"):
+        parse_spec(spec_text(URL, endpoint={"served_models": [3]}), source="s.toml")

@@ -84,6 +84,9 @@ class EndpointConfig:
     max_batch_bytes: int = 200 * 1024 * 1024  # request bytes per provider batch (likewise)
     base_urls: tuple[str, ...] = ()  # replicas serving the same model (runner/sweep/replicas.py); () = base_url only
     replica_limits: str = "endpoint"  # endpoint: limits shared by all replicas (one key) | replica: each its own
+    # models the replies may name besides ``model`` and its snapshots (runner/survey/models.py); "*": any.
+    # A reply naming another model stops the endpoint: the model asked for is the model measured.
+    served_models: tuple[str, ...] = ()
 
     @property
     def rate_limited(self) -> bool:
@@ -361,6 +364,7 @@ def _endpoint(v: _Validator, where: str, t: Any) -> EndpointConfig:
         **_execution_options(v, where, t, provider),
         base_urls=base_urls,
         replica_limits=_replica_limits(v, where, t, base_urls),
+        served_models=v.strings(t, where, "served_models", ()),
     )
 
 
@@ -535,7 +539,7 @@ def _design(v: _Validator, t: Any) -> DesignConfig:
     d = DesignConfig()
     modes = v.many(t, w, "mode", d.modes, lambda x: x in MODES, f"one of {', '.join(MODES)}")
     identities = None
-    if "identities" in t:
+    if "identities" in t and t["identities"] is not False:  # false: none (an endpoint's design removing [design]'s)
         it = t["identities"]
         iw = "design.identities"
         v.keys(it, iw, {"countries", "genders", "ages"}, required={"countries"})
