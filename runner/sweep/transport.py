@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import functools
 import json
 import re
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, Protocol
 from yarl import URL
 
 from runner.errors import (
+    ConnectionFailed,
     FatalRequestError,
     OversizeReply,
     RateLimited,
@@ -130,6 +132,7 @@ class AiohttpTransport:
 
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout_s
+        replied = False  # a response's status line and headers arrived (the server was reached)
         try:
             data = call.data if call.data is not None else json.dumps(call.body).encode()
             url, timeout = _url(call.url), {}  # the first post: the session's timeout (no object made per call)
@@ -137,6 +140,7 @@ class AiohttpTransport:
                 async with self._session.post(
                     url, data=data, headers=call.headers, allow_redirects=False, **timeout
                 ) as response:
+                    replied = True
                     if response.status in _REDIRECTS and "Location" in response.headers:
                         url = _same_origin(url, response, call.secret)
                         left = deadline - loop.time()
@@ -150,6 +154,8 @@ class AiohttpTransport:
         except TimeoutError:
             raise TransportError("timed out waiting for the response") from None
         except aiohttp.ClientError as exc:  # refused, reset, bad HTTP framing, payload errors
+            if not replied and _unreached(exc):
+                raise ConnectionFailed(failure_text(exc, call.secret)) from None
             raise TransportError(failure_text(exc, call.secret)) from None
         except ValueError as exc:  # a header value aiohttp, yarl or multidict cannot take (never our own data)
             text = f"unreadable HTTP reply ({type(exc).__name__}: {exc})"
@@ -202,6 +208,16 @@ def _undecoded(response: aiohttp.ClientResponse, encoding: str) -> bytes:
             status=response.status,
         )
     return f"(a body in Content-Encoding {shown}, not decoded)".encode()
+
+
+def _unreached(exc: Exception) -> bool:
+    """Whether an aiohttp failure before any response means no server answered: the connection was refused,
+    the name did not resolve, TLS failed, or the connection was reset or closed before a reply began."""
+    import aiohttp
+
+    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ClientSSLError | aiohttp.ServerDisconnectedError):
+        return True
+    return isinstance(exc, aiohttp.ClientOSError) and exc.errno in (errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED)
 
 
 def failure_text(exc: Exception, secret: str | None) -> str:
