@@ -518,3 +518,29 @@ def test_served_models_are_read_as_a_list_of_names() -> None:
     assert parse_spec(spec_text(URL), source="s.toml").endpoints[0].served_models == ()
     with pytest.raises(SpecError, match=r"endpoints\[0\]\.served_models = 3: must be non-empty strings"):
         parse_spec(spec_text(URL, endpoint={"served_models": [3]}), source="s.toml")
+
+
+def test_plan_says_how_many_distribution_cells_repeat_a_request(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    design = {"measurement": "distribution", "questions": [1, 2], "seeds": [1, 2], "temperature": [0.0, 0.5, 1.0]}
+    path = tmp_path / "s.toml"
+    path.write_text(spec_text(URL, design={**design, "top_p": [1.0, 0.9]}))
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-m", "runner.cli", "plan", str(path), "--json"], capture_output=True, text=True, cwd=root
+    )
+    assert done.returncode == 0, done.stderr
+    repeats = json.loads(done.stdout)["endpoints"]["sim"]["distribution_repeats"]
+    cells = 2 * 2 * 2 * 6  # personas × questions × seeds × (3 temperatures × 2 top_p)
+    assert repeats == {"cells": cells, "repeats": cells - cells // 6}
+    text = subprocess.run(
+        [sys.executable, "-m", "runner.cli", "plan", str(path)], capture_output=True, text=True, cwd=root
+    ).stdout
+    assert f"{cells - cells // 6} of its {cells} distribution cells repeat another cell's request" in text
+    path.write_text(spec_text(URL, design={**design, "measurement": "sample"}))
+    done = subprocess.run(
+        [sys.executable, "-m", "runner.cli", "plan", str(path), "--json"], capture_output=True, text=True, cwd=root
+    )
+    assert json.loads(done.stdout)["endpoints"]["sim"]["distribution_repeats"] == {"cells": 0, "repeats": 0}
