@@ -70,7 +70,8 @@ def test_a_lazy_sampling_grid_is_the_materialised_one() -> None:
     from runner.sweep.spec import parse_spec
 
     for provider, measurement in itertools.product(("openai", "anthropic"), (["sample"], ["sample", "distribution"])):
-        design = {"seeds": [3, 1, 2], "temperature": [0.0, 1.0], "top_p": [1.0, 0.5], "max_tokens": [8, 64]}
+        top_p = [1.0, 0.5] if provider == "openai" else [1.0]  # anthropic: temperature or top_p, not both
+        design = {"seeds": [3, 1, 2], "temperature": [0.0, 1.0], "top_p": top_p, "max_tokens": [8, 64]}
         design |= {"measurement": measurement, "samples_per_cell": 3}
         endpoint = {"provider": provider, "base_url": "http://127.0.0.1:9" + ("/v1" if provider == "openai" else "")}
         spec = parse_spec(spec_text("http://127.0.0.1:9/v1", endpoint=endpoint, design=design))
