@@ -86,9 +86,9 @@ def shown_requests(spec: Spec, k: int) -> list[dict[str, Any]]:
     import itertools
     import json
 
-    from runner.sweep.execute import request_for
     from runner.sweep.plan import select
     from runner.sweep.providers import conventional_key_env, provider_for
+    from runner.sweep.request import request_for
 
     selection = select(spec, limit=k)
     per_endpoint = [list(selection.iter_cells(spec, e)) for e in selection.endpoints]

@@ -26,34 +26,23 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import errno
-import hashlib
-import json
-import os
 import random
 import signal
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from asyncio_pool import AioPool
 
-from runner.errors import FatalRequestError, Interrupted, RateLimited, RequestError, RetryableError, SpecError
+from runner.errors import FatalRequestError, Interrupted, RateLimited, RequestError, RetryableError
 from runner.rundir import Batch, Committed, RunWriter, store_error
 from runner.rundir.admissions import AdmissionLog
-from runner.survey.cell import PromptCell
 from runner.sweep.limits import AdaptiveConcurrency, RateLimiter
 from runner.sweep.outcome import Outcome, now_us, response_row
-from runner.sweep.plan import PlannedCell, input_estimate
+from runner.sweep.plan import PlannedCell
 from runner.sweep.progress import EndpointStats, Progress, RunStats
-from runner.sweep.providers import (
-    ChatRequest,
-    Provider,
-    conventional_key_env,
-    get_provider,
-    no_credentials_note,
-    provider_for,
-)
+from runner.sweep.providers import Provider, no_credentials_note, provider_for
+from runner.sweep.request import api_key_for, rendered, request_for
 from runner.sweep.retry import RetryPolicy, call_with_retries
 from runner.sweep.spec import EndpointConfig
 from runner.sweep.transport import Transport, TransportFactory, aiohttp_transport, redact, send
@@ -99,29 +88,6 @@ class RunResult:
     failed_before: int = 0
     stopped_endpoints: dict[str, str] = field(default_factory=dict)  # name → why (fatal 4xx); cells remain
     pending_batches: int = 0  # provider batches still open when the session ended (execution = "batch")
-
-
-def api_key_for(endpoint: EndpointConfig, source: str = "spec") -> str | None:
-    """The endpoint's API key from its ``api_key_env`` variable; ``SpecError`` when that variable is unset.
-
-    Without ``api_key_env``: the provider's conventional variable (``OPENAI_API_KEY``, ...) when the endpoint
-    is the provider's own host and it is set, else None.
-    """
-    if endpoint.api_key_env is None:
-        conventional = conventional_key_env(endpoint)
-        return (os.environ.get(conventional) or None) if conventional else None
-    key = os.environ.get(endpoint.api_key_env)
-    if not key:
-        raise SpecError(
-            f"{source}: endpoints.{endpoint.name}.api_key_env = {endpoint.api_key_env!r}: "
-            "must name a set, non-empty environment variable"
-        )
-    return key
-
-
-def unsupported_parameters(endpoint: EndpointConfig) -> list[str]:
-    """Sampling parameters of the plan that this endpoint's provider cannot pass on."""
-    return sorted(get_provider(endpoint.provider).unsupported)
 
 
 class Executor:
@@ -303,9 +269,10 @@ class Executor:
             self._stop.set()
 
     async def _do_cell(self, endpoint: Endpoint, cell: PlannedCell) -> None:
-        messages, messages_json, prompt_hash, input_estimate = _rendered(cell.prompt)
+        prompt = rendered(cell.prompt)
+        messages_json, prompt_hash, input_estimate = prompt.messages_json, prompt.prompt_hash, prompt.input_estimate
         s = cell.sampling
-        request = request_for(cell, messages, messages_json)
+        request = request_for(cell, prompt)
         call = endpoint.provider.call(endpoint.config.base_url, endpoint.api_key, request)
         started = now_us()
         last: dict[str, float | int | None] = {"latency_s": None, "status": None}
@@ -523,43 +490,3 @@ class Executor:
 
     def _redact(self, text: str) -> str:
         return redact(text, self._secrets)
-
-
-def prompt_estimate(prompt: PromptCell) -> int:
-    """Estimated input tokens of a prompt's messages (characters / 4, plus 4 per message)."""
-    return _rendered(prompt)[3]
-
-
-def request_for(
-    cell: PlannedCell, messages: list[dict[str, str]] | None = None, messages_json: str | None = None
-) -> ChatRequest:
-    """The request a cell sends (its endpoint's model, prompt messages and their JSON, sampling), before the
-    provider maps it to HTTP; ``messages``/``messages_json`` when the caller has rendered them already.
-
-    The one place a cell becomes a request: the executor sends it, ``hofcat plan --show-prompts`` prints it.
-    """
-    if messages is None:
-        messages, messages_json = _rendered(cell.prompt)[:2]
-    s = cell.sampling
-    return ChatRequest(
-        cell.endpoint.model,
-        messages,
-        s.seed,
-        s.temperature,
-        s.top_p,
-        s.max_tokens,
-        messages_json,
-        s.constraint,
-        top_logprobs=s.top_logprobs,
-    )
-
-
-@lru_cache(maxsize=8192)
-def _rendered(prompt: PromptCell) -> tuple[list[dict[str, str]], str, str, int]:
-    """Messages, their canonical JSON, its 16-hex-digit hash and the input-token estimate of a prompt."""
-    from runner.survey.prompts import build_messages
-
-    messages = build_messages(prompt)
-    text = json.dumps(messages, ensure_ascii=False, separators=(",", ":"))
-    estimate = input_estimate(messages)
-    return messages, text, hashlib.sha256(text.encode()).hexdigest()[:16], estimate

@@ -221,7 +221,7 @@ class PlanEstimate:
     """One endpoint's share of a plan: cells, input tokens (estimate and bound), output tokens at most."""
 
     cells: int
-    input_tokens: int  # characters of the rendered messages / 4, + 4 per message (``execute.prompt_estimate``)
+    input_tokens: int  # characters of the rendered messages / 4, + 4 per message (``request.prompt_estimate``)
     output_tokens: int  # every request's max_tokens: no server returns more
     input_bound: int = 0  # UTF-8 bytes of the messages + TEMPLATE_TOKENS per message and per request (see below)
 

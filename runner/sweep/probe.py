@@ -26,7 +26,7 @@ Requests that fail count as errors and are left out of the shares. Requests go t
 
 ``probe_endpoint`` probes a spec endpoint with the requests its sweep would send: the body and headers come
 from the same provider mapping (``providers.provider_for``: ``max_tokens_field`` such as
-``max_completion_tokens``, ``extra_headers``, ``extra_body``) and the same key lookup (``execute.api_key_for``).
+``max_completion_tokens``, ``extra_headers``, ``extra_body``) and the same key lookup (``request.api_key_for``).
 ``probe_determinism`` probes a bare base URL (``hofcat probe``) with the provider's plain mapping.
 """
 
@@ -41,6 +41,7 @@ from typing import Any
 
 from runner.errors import ProbeError, RequestError
 from runner.sweep.providers import ChatRequest, HttpCall, Provider, get_provider, provider_for
+from runner.sweep.request import api_key_for
 from runner.sweep.spec import EndpointConfig
 from runner.sweep.transport import AiohttpTransport, Transport, send
 
@@ -152,8 +153,6 @@ async def probe_endpoint(
     ``source`` names the spec in its error) as the sweep; ``max_tokens`` caps each reply. Raises as
     ``probe_determinism``, and ``SpecError`` when the endpoint's key variable is unset.
     """
-    from runner.sweep.execute import api_key_for  # the sweep's own lookup (execute imports far more than this)
-
     _check_options(repeats, max_tokens, hot_temperature)
     key = api_key_for(endpoint, source)
     return await _probe(

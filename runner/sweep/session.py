@@ -29,7 +29,7 @@ from runner.parse.stage import parse_part, update_answers
 from runner.rundir import FORMAT, Batch, Committed, RunWriter, store_error, versions
 from runner.sweep.batch_run import BatchRunner
 from runner.sweep.cache import CachingFactory, ResponseCache, cache_dir
-from runner.sweep.execute import Executor, RunResult, api_key_for, unsupported_parameters
+from runner.sweep.execute import Executor, RunResult
 from runner.sweep.plan import (
     PlannedCell,
     Selection,
@@ -43,6 +43,7 @@ from runner.sweep.probe import DeterminismProbe, probe_endpoint
 from runner.sweep.progress import Progress, RunStats
 from runner.sweep.remaining import remaining_work
 from runner.sweep.replicas import ReplicaFactory, executor_view, replica_probe_summary
+from runner.sweep.request import api_key_for, unsupported_parameters
 from runner.sweep.retry import RetryPolicy
 from runner.sweep.spec import EndpointConfig, Spec
 from runner.sweep.transport import TransportFactory, aiohttp_transport

@@ -18,11 +18,12 @@ from runner.sweep.cluster.limiter import close_host, limited, one_line, start_ho
 from runner.sweep.cluster.progress import ClusterProgress, ClusterStats, ProgressBoard, WorkerState, apply_counts
 from runner.sweep.cluster.shards import deal, shares
 from runner.sweep.cluster.worker import ShardJob, run_shard
-from runner.sweep.execute import RunResult, unsupported_parameters
+from runner.sweep.execute import RunResult
 from runner.sweep.plan import Selection
 from runner.sweep.progress import EndpointStats, Progress
 from runner.sweep.remaining import remaining_work
 from runner.sweep.replicas import executor_view
+from runner.sweep.request import unsupported_parameters
 from runner.sweep.session import build_manifest, check_no_running_loop, prepare, probe_endpoints, token_bounds
 from runner.sweep.spec import Spec
 from runner.sweep.transport import aiohttp_transport
