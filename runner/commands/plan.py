@@ -33,8 +33,7 @@ def main(args: argparse.Namespace) -> int:
     """Print the plan summary (and K requests); exit 2 on a bad spec."""
     import json
 
-    from runner.sweep.accounting import plan_summary
-    from runner.sweep.plan import format_duration
+    from runner.sweep.accounting import format_duration, plan_summary
     from runner.sweep.spec import load_spec
 
     spec = load_spec(args.spec)

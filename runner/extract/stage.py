@@ -46,9 +46,9 @@ from runner.rundir.layout import part_id, part_number
 from runner.rundir.schema import EXTRACTION_SCHEMA, ExtractionRow
 from runner.rundir.writer import now_iso
 from runner.survey.cell import PromptCell
+from runner.sweep.accounting import input_estimate
 from runner.sweep.limits import RateLimiter
 from runner.sweep.outcome import now_us
-from runner.sweep.plan import input_estimate
 from runner.sweep.providers import ChatRequest, Reply, provider_for
 from runner.sweep.request import api_key_for
 from runner.sweep.retry import RetryPolicy, call_with_retries

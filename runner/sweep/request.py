@@ -16,7 +16,8 @@ from typing import NamedTuple
 
 from runner.errors import SpecError
 from runner.survey.cell import PromptCell
-from runner.sweep.plan import PlannedCell, input_estimate
+from runner.sweep.accounting import input_estimate
+from runner.sweep.plan import PlannedCell
 from runner.sweep.providers import ChatRequest, conventional_key_env, get_provider
 from runner.sweep.spec import EndpointConfig
 

@@ -302,12 +302,11 @@ class CellSweep:
 def token_bounds(spec: Spec, writer: RunWriter, progress: Progress) -> dict[str, dict[str, Any]]:
     """Per endpoint: the input tokens its stored replies report against the plan's bound, and whether it held.
 
-    The plan promises the bound (``runner.sweep.plan.input_bound``); a reply past it (a tokenizer the bound does
+    The plan promises the bound (``runner.sweep.accounting.input_bound``); a reply past it (a tokenizer the bound does
     not cover) is noted, so a cost preview is never silently wrong.
     """
     from runner.rundir.reader import read_dataset
-    from runner.sweep.accounting import endpoint_usage
-    from runner.sweep.plan import estimate
+    from runner.sweep.accounting import endpoint_usage, estimate
 
     used = read_dataset(writer.layout, "responses", ["endpoint", "input_tokens", "output_tokens"])
     out = {}
