@@ -28,7 +28,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from runner.errors import RequestError, RunDirError, UsageError
+from runner.errors import RunDirError, UsageError
 from runner.extract.request import (
     CONSTRAINTS,
     DEFAULT_STATUSES,
@@ -51,7 +51,7 @@ from runner.sweep.limits import RateLimiter
 from runner.sweep.outcome import now_us
 from runner.sweep.providers import ChatRequest, Reply, provider_for
 from runner.sweep.request import api_key_for
-from runner.sweep.retry import RetryPolicy, call_with_retries
+from runner.sweep.retry import Attempt, RetryPolicy, attempting, call_with_retries
 from runner.sweep.session import check_no_running_loop
 from runner.sweep.spec import EndpointConfig, Spec, spec_from_dict
 from runner.sweep.transport import Transport, TransportFactory, aiohttp_transport, redact, send
@@ -318,7 +318,7 @@ class _Work:
         charge = input_estimate(messages) + self.max_tokens
         started = now_us()
 
-        async def attempt() -> Reply:
+        async def attempt() -> Attempt[Reply]:
             ticket = (
                 None
                 if limiter.unlimited
@@ -326,8 +326,9 @@ class _Work:
             )
             reply = None
             try:
-                reply = await send(transport, self.provider, call)
-                return reply
+                result = await attempting(send(transport, self.provider, call))
+                reply = result.value
+                return result
             finally:
                 limiter.release(ticket, *((reply.input_tokens, reply.output_tokens) if reply else ()))
 
@@ -355,12 +356,11 @@ class _Work:
             started_at=started,
             finished_at=started,
         )
-        try:
-            reply, row.attempts = await call_with_retries(attempt, self.policy, sleep=asyncio.sleep, rng=self.rng)
-        except RequestError as exc:
-            row.attempts = getattr(exc, "attempts", 1)
-            row.http_status, row.error_class = exc.status, type(exc).__name__
-            row.error_message = redact(str(exc), [self.key])[:_MESSAGE_CHARS]
+        tried = await call_with_retries(attempt, self.policy, sleep=asyncio.sleep, rng=self.rng)
+        row.attempts, reply, error = tried.attempts, tried.last.value, tried.last.error
+        if error is not None:
+            row.http_status, row.error_class = error.status, type(error).__name__
+            row.error_message = redact(str(error), [self.key])[:_MESSAGE_CHARS]
         else:
             row.status, row.option_id, row.displayed = read_extraction(reply.text, candidate.cell, candidate.question)
             row.extractor_text, row.finish_reason, row.served_model = (

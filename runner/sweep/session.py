@@ -171,15 +171,19 @@ async def run_sweep_async(
     )
     interrupted = True
     failure: BaseException | None = None
+    work = None
     try:
         update_answers(writer)  # responses a crash left without their answers part
         await probe_endpoints(spec, selection, writer, stream, transport_factory)
-        work = remaining_work(spec, writer, stats, retry_failed, selection)
-        interrupted = await sweep.run(work, wait=wait)
+        work = remaining_work(spec, writer, retry_failed, selection)
+        stats.count_skipped(work)
+        interrupted = await sweep.run(work.work, wait=wait)
     except BaseException as exc:
         failure = exc
         raise
     finally:
+        if work is not None:
+            stats.count_skipped(work)  # a walk counts the cells it skips as it goes: the final counts
         record, error, last = sweep.end(interrupted, failure, retry_failed)
         if error is None and stats.done:  # a session that stored nothing changed no spending: no O(run) read
             record["token_bounds"] = token_bounds(spec, writer, progress)

@@ -169,7 +169,9 @@ async def _drive(
     try:
         update_answers(writer)
         await probe_endpoints(spec, selection, writer, stream, aiohttp_transport)
-        planned = deal(remaining_work(spec, writer, stats, retry_failed, selection), shards)
+        remaining = remaining_work(spec, writer, retry_failed, selection)
+        planned = deal(remaining.work, shards)  # every cell taken: the counts of the skipped ones are final
+        stats.count_skipped(remaining)
         for e in selection.endpoints:
             stats.endpoints[e.name].already_stored = stats.planned[e.name] - sum(p.get(e.name, 0) for p in planned)
         stats.workers = [WorkerState(i, sum(p.values())) for i, p in enumerate(planned) if p]

@@ -68,8 +68,10 @@ async def _run_shard(job: ShardJob) -> dict[str, Any]:
     progress.stop_run = sweep.executor.stop
     interrupted, failure = True, None
     try:
-        work = remaining_work(spec, writer, RunStats(total=0), job.retry_failed, job.selection)
-        work = [(e, of_shard(cells, job.shard, job.shards)) for e, cells in work]
+        work = [
+            (e, of_shard(cells, job.shard, job.shards))
+            for e, cells in remaining_work(spec, writer, job.retry_failed, job.selection)
+        ]
         interrupted = await sweep.run(work, view=functools.partial(_worker_view, job.concurrency))
     except BaseException as exc:
         failure = exc
