@@ -52,7 +52,7 @@ from runner.sweep.outcome import now_us
 from runner.sweep.providers import ChatRequest, Reply, provider_for
 from runner.sweep.request import api_key_for
 from runner.sweep.retry import Attempt, RetryPolicy, attempting, call_with_retries
-from runner.sweep.session import check_no_running_loop
+from runner.sweep.session import blocking
 from runner.sweep.spec import EndpointConfig, Spec, spec_from_dict
 from runner.sweep.transport import Transport, TransportFactory, aiohttp_transport, redact, send
 
@@ -146,37 +146,6 @@ def _done(layout: RunDir, endpoint: EndpointConfig, retry_failed: bool) -> set[t
         for key, question, name, model, status in zip(*stored.to_pydict().values(), strict=True)
         if name == endpoint.name and model == endpoint.model and not (retry_failed and status == "failed")
     }
-
-
-def extract_answers(
-    run_dir: str | Path,
-    endpoint: EndpointConfig,
-    *,
-    statuses: Sequence[str] = DEFAULT_STATUSES,
-    constraint: str = "none",
-    retry_failed: bool = False,
-    limit: int | None = None,
-    max_tokens: int = 16,
-    batch_rows: int = 50,
-    seed: int = 0,
-    transport_factory: TransportFactory = aiohttp_transport,
-) -> ExtractResult:
-    """Blocking ``extract_answers_async`` (owns an event loop; inside a running loop await the async one)."""
-    check_no_running_loop("extract_answers", "extract_answers_async")
-    return asyncio.run(
-        extract_answers_async(
-            run_dir,
-            endpoint,
-            statuses=statuses,
-            constraint=constraint,
-            retry_failed=retry_failed,
-            limit=limit,
-            max_tokens=max_tokens,
-            batch_rows=batch_rows,
-            seed=seed,
-            transport_factory=transport_factory,
-        )
-    )
 
 
 async def extract_answers_async(
@@ -386,3 +355,6 @@ class _Work:
         self.writer.layout.dataset(DATASET).mkdir(exist_ok=True)
         self.writer.commit(DATASET, part_id(self.next_part, self.writer.token), table(rows, ExtractionRow))
         self.next_part += 1
+
+
+extract_answers = blocking(extract_answers_async)

@@ -73,25 +73,6 @@ class Endpoint:
     stopped: str | None = None  # why the endpoint was stopped; its remaining cells stay unsent
 
 
-@dataclass
-class RunResult:
-    """How a session ended: cells stored, failed, already stored before, and whether it was interrupted.
-
-    ``failed_before``: planned cells skipped because an earlier session recorded a failure for them (not
-    retried without ``--retry-failed``); with ``failed`` they are the planned cells still without a reply.
-    ``stopped_endpoints``: endpoints stopped after ``stop_after_fatal`` consecutive 401/403/404 replies.
-    """
-
-    stored: int
-    failed: int
-    already_stored: int
-    interrupted: bool
-    unsupported: dict[str, list[str]] = field(default_factory=dict)
-    failed_before: int = 0
-    stopped_endpoints: dict[str, str] = field(default_factory=dict)  # name → why (fatal 4xx); cells remain
-    pending_batches: int = 0  # provider batches still open when the session ended (execution = "batch")
-
-
 class Executor:
     """Runs planned cells against their endpoints and hands every outcome to the run directory's writer.
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runner.sweep.cache import ResponseCache, cache_dir
+from runner.sweep.cellsweep import CellSweep
 from runner.sweep.cluster.limiter import RemoteLimiter
 from runner.sweep.cluster.progress import ShardProgress
 from runner.sweep.cluster.shards import of_shard
@@ -19,7 +20,6 @@ from runner.sweep.plan import Selection
 from runner.sweep.progress import RunStats
 from runner.sweep.remaining import remaining_work
 from runner.sweep.replicas import executor_view
-from runner.sweep.session import CellSweep
 from runner.sweep.spec import EndpointConfig, Spec
 
 
