@@ -36,6 +36,7 @@ __all__ = [
     "HofcatError",
     "InputError",
     "LLMError",
+    "MockTransport",
     "NotInstalledError",
     "Policy",
     "ProbeError",

@@ -38,8 +38,10 @@ from runner.report import html as _report
 from runner.sweep import cluster as _cluster
 from runner.sweep import session as _session
 from runner.sweep.accounting import plan_summary, run_status
+from runner.sweep.mock import MockTransport
 from runner.sweep.session import RunResult
 from runner.sweep.spec import EndpointConfig, Spec, load_spec, parse_spec
+from runner.sweep.transport import TransportFactory, aiohttp_transport
 
 # The same list as ``runner.__all__`` (tests/test_python_api.py keeps them equal).
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     "HofcatError",
     "InputError",
     "LLMError",
+    "MockTransport",
     "NotInstalledError",
     "Policy",
     "ProbeError",
@@ -95,15 +98,23 @@ async def run_sweep_async(
     live: bool | None = False,
     wait: bool = True,
     handle_signals: bool = False,
+    transport: TransportFactory | None = None,
 ) -> RunResult:
     """Run (or resume) a sweep into run directory ``out``; a ``RunResult`` (stored, failed, interrupted, ...).
 
     On the caller's event loop, with no signal handlers unless ``handle_signals`` (cancel the task to stop it);
     ``run_sweep`` blocks until the sweep ends. ``wait=False``: batch endpoints (``execution = "batch"``) submit
-    their batches and return; a later call collects them.
+    their batches and return; a later call collects them. ``transport``: where requests go instead of HTTP (each
+    endpoint's ``Transport`` from it), e.g. a ``MockTransport`` to test a spec without a server.
     """
     return await _session.run_sweep_async(
-        _spec(spec), out, retry_failed=retry_failed, live=live, wait=wait, handle_signals=handle_signals
+        _spec(spec),
+        out,
+        retry_failed=retry_failed,
+        live=live,
+        wait=wait,
+        handle_signals=handle_signals,
+        transport_factory=transport or aiohttp_transport,
     )
 
 
