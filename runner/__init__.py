@@ -37,6 +37,7 @@ __all__ = [
     "HofcatError",
     "InputError",
     "LLMError",
+    "MockTransport",
     "NotInstalledError",
     "Policy",
     "ProbeError",

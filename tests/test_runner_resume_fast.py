@@ -26,7 +26,6 @@ from runner.rundir.plan_keys import read_plan_keys, write_plan_keys
 from runner.sweep import remaining
 from runner.sweep.outcome import Outcome, response_row
 from runner.sweep.plan import Selection, cells_at, count_cells, endpoint_cell_count, iter_cells, iter_keys, select
-from runner.sweep.progress import RunStats
 from runner.sweep.providers import Reply
 from runner.sweep.session import build_manifest
 from runner.sweep.spec import Spec, parse_spec
@@ -86,10 +85,9 @@ def remaining_now(out: Path, spec: Spec, selection: Selection, retry_failed: boo
     try:
         writer = RunWriter.open_run(out, build_manifest(spec), batch_rows=7)
         try:
-            stats = RunStats(total=selection.cells)
-            work = remaining.remaining_work(spec, writer, stats, retry_failed, selection)
+            work = remaining.remaining_work(spec, writer, retry_failed, selection)
             left = {e.name: list(cells) for e, cells in work}  # consumed: the walk counts as it goes
-            return left, stats.already_stored, stats.failed_before
+            return left, work.already_stored, work.failed_before
         finally:
             writer.close({"outcome": "test"})  # the session's entry written, as a sweep's end writes it
     finally:

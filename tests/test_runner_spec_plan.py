@@ -418,8 +418,8 @@ def test_endpoint_design_errors_are_located_there(table: str, needle: str) -> No
 
 def test_the_plan_estimate_is_the_sum_over_its_cells() -> None:
     """``estimate`` multiplies factor sizes; it must equal expanding every cell (tokens included)."""
-    from runner.sweep.execute import prompt_estimate
-    from runner.sweep.plan import estimate
+    from runner.sweep.accounting import estimate
+    from runner.sweep.request import prompt_estimate
 
     specs = [
         load_spec(EXAMPLE),

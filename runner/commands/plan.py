@@ -33,8 +33,7 @@ def main(args: argparse.Namespace) -> int:
     """Print the plan summary (and K requests); exit 2 on a bad spec."""
     import json
 
-    from runner.sweep.accounting import plan_summary
-    from runner.sweep.plan import format_duration
+    from runner.sweep.accounting import format_duration, plan_summary
     from runner.sweep.spec import load_spec
 
     spec = load_spec(args.spec)
@@ -86,9 +85,9 @@ def shown_requests(spec: Spec, k: int) -> list[dict[str, Any]]:
     import itertools
     import json
 
-    from runner.sweep.execute import request_for
     from runner.sweep.plan import select
     from runner.sweep.providers import conventional_key_env, provider_for
+    from runner.sweep.request import request_for
 
     selection = select(spec, limit=k)
     per_endpoint = [list(selection.iter_cells(spec, e)) for e in selection.endpoints]

@@ -162,12 +162,12 @@ WARN_AFTER_S = 86400.0  # a sweep that cannot finish within a day is announced b
 def warn_if_long(spec: Spec, selection: Selection, stream: TextIO) -> float:
     """Print a warning to ``stream`` when the selected cells take more than a day at the endpoints' limits.
 
-    Each endpoint's least time comes from ``runner.sweep.plan.eta_s`` (its requests and tokens per minute,
+    Each endpoint's least time comes from ``runner.sweep.accounting.eta_s`` (its requests and tokens per minute,
     or its concurrency at an assumed reply time); endpoints run in parallel, so the sweep takes the longest.
     Counts the whole selection: cells stored by an earlier session are skipped, so a resume finishes sooner.
     Returns that estimate (seconds).
     """
-    from runner.sweep.plan import PlanEstimate, estimate, eta_s, format_duration
+    from runner.sweep.accounting import PlanEstimate, estimate, eta_s, format_duration
 
     longest, why = 0.0, ""
     for endpoint in selection.endpoints:

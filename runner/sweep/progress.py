@@ -10,14 +10,42 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Protocol, TextIO
+
+
+class Gauge(Protocol):
+    """What the display reads of an endpoint's concurrency: requests in flight and the current cap (an
+    ``AdaptiveConcurrency`` is one)."""
+
+    @property
+    def in_flight(self) -> int: ...
+
+    @property
+    def limit(self) -> int: ...
+
+
+class Skipped(Protocol):
+    """Counts of planned cells skipped because an outcome is stored (``runner.sweep.remaining.Remaining``)."""
+
+    @property
+    def already_stored(self) -> int: ...
+
+    @property
+    def failed_before(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """A gauge's values at one moment (a Ray worker's last report, or none yet)."""
+
+    in_flight: int = 0
+    limit: int = 0
 
 
 @dataclass
 class EndpointStats:
-    """Counters of one endpoint, plus live readings of its concurrency cap and rate limit."""
+    """Counters of one endpoint, plus the gauge of its requests in flight and concurrency cap."""
 
     name: str
     requests_per_minute: int | None
@@ -31,8 +59,7 @@ class EndpointStats:
     already_stored: int = 0  # of planned: skipped because an earlier session stored an outcome
     stopped: bool = False  # stopped after fatal client errors: no ETA
     started: float = field(default_factory=time.monotonic)
-    in_flight: Callable[[], int] = lambda: 0
-    concurrency_limit: Callable[[], int] = lambda: 0
+    gauge: Gauge = field(default_factory=Reading)  # read by the display on its own schedule
 
     def remaining(self) -> int | None:
         """Planned cells of this endpoint without an outcome yet (None when ``planned`` is unknown)."""
@@ -71,6 +98,10 @@ class RunStats:
     stopped_endpoints: dict[str, str] = field(default_factory=dict)  # name → why it was stopped
     planned: dict[str, int] = field(default_factory=dict)  # endpoint name → its cells in the plan
 
+    def count_skipped(self, skipped: Skipped) -> None:
+        """Take ``already_stored`` and ``failed_before`` from what the session's remaining cells counted."""
+        self.already_stored, self.failed_before = skipped.already_stored, skipped.failed_before
+
     def rate(self) -> float:
         """Cells finished (stored or failed) per second since the start."""
         elapsed = time.monotonic() - self.started
@@ -106,7 +137,7 @@ class RunStats:
         for e in self.endpoints.values():
             limit = "unlimited" if e.requests_per_minute is None else f"{e.requests_per_minute} rpm"
             parts.append(
-                f"{e.name}: {e.in_flight()}/{e.concurrency_limit()} in flight (max {e.max_concurrency}), {limit}, "
+                f"{e.name}: {e.gauge.in_flight}/{e.gauge.limit} in flight (max {e.max_concurrency}), {limit}, "
                 f"{_endpoint_eta(e)}"
             )
         return " | ".join(parts)
@@ -188,7 +219,7 @@ class Progress:
             limit = "no rpm limit" if e.requests_per_minute is None else f"{e.requests_per_minute} rpm"
             table.add_row(
                 f"  {e.name}",
-                f"in flight {e.in_flight()}/{e.concurrency_limit()} (max {e.max_concurrency})",
+                f"in flight {e.gauge.in_flight}/{e.gauge.limit} (max {e.max_concurrency})",
                 limit,
                 f"done {e.done} failed {e.failed} 429s {e.rate_limited} {_endpoint_eta(e)}",
             )
