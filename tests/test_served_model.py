@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from _memory_transport import ScriptedTransport
 from _runner_support import make_spec
 from runner.analyze.run import AnalysisOptions, analyze_run
 from runner.report.html import render_report
 from runner.survey.models import is_requested_model
+from runner.sweep.mock import MockTransport
 from runner.sweep.session import run_sweep
 from runner.sweep.transport import RawReply
 
@@ -69,7 +69,7 @@ def stored_run(out: Path, served: str | None, endpoint: dict | None = None) -> P
     """A small run whose replies say ``served`` answered (None: they name no model)."""
     design = {"personas": ["United States", "China", "Germany"], "questions": [1, 2], "seeds": [1, 2]}
     spec = make_spec("http://127.0.0.1:9/v1", design=design, endpoint={"model": "gpt-4o", **(endpoint or {})})
-    transport = ScriptedTransport(lambda body, attempt: chat_reply("3", served))
+    transport = MockTransport(lambda body, attempt: chat_reply("3", served))
     run_sweep(spec, out, stream=io.StringIO(), transport_factory=lambda e: transport)
     return out
 

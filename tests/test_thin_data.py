@@ -21,10 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _memory_transport import ScriptedTransport, error_reply, openai_reply
 from _runner_support import make_spec
 from runner.cli import main
 from runner.rundir import read_dataset
+from runner.sweep.mock import MockTransport, error_reply, openai_reply
 from runner.sweep.plan import select
 from runner.sweep.session import run_sweep
 
@@ -71,7 +71,7 @@ def sweep(out: Path, design: dict, weights: dict[str, int], *, seed: int = 0, li
         spec,
         out,
         stream=io.StringIO(),
-        transport_factory=lambda endpoint: ScriptedTransport(script),
+        transport_factory=lambda endpoint: MockTransport(script),
         selection=select(spec, limit=limit),
     )
 

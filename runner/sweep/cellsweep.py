@@ -111,6 +111,7 @@ class CellSweep:
             "retry_failed": retry_failed,
             "capped_retry_waits": stats.capped_waits,
             "stopped_endpoints": dict(stats.stopped_endpoints),
+            "served_models": {name: dict(counts) for name, counts in stats.served_models.items()},
         }
         if self.batch_outcomes:
             record["batches"] = {name: dataclasses.asdict(o) for name, o in self.batch_outcomes.items()}

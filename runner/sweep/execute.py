@@ -27,6 +27,7 @@ import asyncio
 import concurrent.futures
 import errno
 import functools
+import json
 import random
 import signal
 import time
@@ -35,9 +36,10 @@ from dataclasses import dataclass, field
 
 from asyncio_pool import AioPool
 
-from runner.errors import FatalRequestError, Interrupted, RateLimited, RequestError, RetryableError
+from runner.errors import ConnectionFailed, FatalRequestError, Interrupted, RateLimited, RequestError, RetryableError
 from runner.rundir import Batch, Committed, RunWriter, store_error
 from runner.rundir.admissions import AdmissionLog
+from runner.survey.models import is_requested_model
 from runner.sweep.limits import AdaptiveConcurrency, RateLimiter
 from runner.sweep.outcome import Outcome, now_us, response_row
 from runner.sweep.plan import PlannedCell
@@ -50,9 +52,19 @@ from runner.sweep.spec import EndpointConfig
 from runner.sweep.transport import Transport, TransportFactory, aiohttp_transport, redact, send
 
 FLUSH_RETRY_WAITS_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # waits between attempts at one flush (~31 s in all)
-# Statuses that say the endpoint itself is wrong (key, permission, model name): a streak of them stops it.
+# Statuses that say the endpoint itself is wrong (key, permission, model name): a streak of them stops it, as
+# does a streak of attempts that reached no server (ConnectionFailed: refused, DNS, TLS, reset before a reply).
 ENDPOINT_FATAL = {401: "check api_key_env and the key it names", 403: "check api_key_env and the key's permissions"}
 ENDPOINT_FATAL_DEFAULT_HINT = "check the model name and base_url"  # 404
+LAST_FAILURE_CHARS = 100  # of an endpoint's last failure, on the progress line
+
+
+def endpoint_fatal(error: RequestError | None) -> bool:
+    """Whether a failed attempt says the endpoint is wrong or down rather than the request: HTTP 401/403/404, or no
+    server reached."""
+    return isinstance(error, ConnectionFailed) or (
+        isinstance(error, FatalRequestError) and error.status in (401, 403, 404)
+    )
 
 
 @dataclass
@@ -68,9 +80,12 @@ class Endpoint:
     policy: RetryPolicy
     pool: AioPool
     stats: EndpointStats
-    # Consecutive endpoint-fatal failures (401/403/404), held back unstored until the streak is broken.
+    # Cells whose last attempt was endpoint-fatal (``endpoint_fatal``), held back unstored until the streak ends:
+    # stored as their own failures when a reply breaks it, left unsent when it stops the endpoint.
     fatal_streak: list[tuple[PlannedCell, str, str, Outcome]] = field(default_factory=list)
+    streak: int = 0  # consecutive endpoint-fatal attempts, in the order they ended; any reply resets it
     stopped: str | None = None  # why the endpoint was stopped; its remaining cells stay unsent
+    halted: asyncio.Event = field(default_factory=asyncio.Event)  # set with ``stopped``: ends its retries' waits
 
 
 class Executor:
@@ -231,6 +246,7 @@ class Executor:
         await endpoint.pool.join()
         if skips is not None:
             endpoint.stats.already_stored = skips.already_stored
+        endpoint.stats.finished = endpoint.stopped is None and not self._stop.is_set()  # its ETA is 0 from now
 
     def _note_bug(self, future: asyncio.Future) -> None:
         if future.cancelled():
@@ -254,7 +270,7 @@ class Executor:
             tried = await call_with_retries(
                 attempt,
                 endpoint.policy,
-                sleep=self._sleep,
+                sleep=functools.partial(self._sleep, endpoint=endpoint),
                 on_retry=functools.partial(self._on_retry, endpoint),
                 rng=self.rng,
             )
@@ -263,6 +279,8 @@ class Executor:
         last, error = tried.last, tried.last.error
         if error is None:
             reply = last.value
+            if not self._served_as_asked(endpoint, reply):
+                return  # another model answered: the endpoint is stopped, the cell stays unsent
             outcome = Outcome(reply, None, tried.attempts, last.latency_s, 200, started, now_us())
             self.stats.done += 1
             endpoint.stats.done += 1
@@ -277,8 +295,8 @@ class Executor:
                 return  # retries were cut short by the stop: leave the cell for the next run
             error.args = (self._redact(str(error)),)
             outcome = Outcome(None, error, tried.attempts, last.latency_s, error.status, started, now_us())
-            if isinstance(error, FatalRequestError) and error.status in (401, 403, 404):
-                self._on_endpoint_fatal(endpoint, (cell, prompt.prompt_hash, prompt.messages_json, outcome))
+            if endpoint_fatal(error):  # held until the streak ends: the endpoint's failure, maybe not the cell's
+                self._hold(endpoint, (cell, prompt.prompt_hash, prompt.messages_json, outcome))
                 return
             self.stats.failed += 1
             endpoint.stats.failed += 1
@@ -290,7 +308,7 @@ class Executor:
     async def _attempt(self, endpoint: Endpoint, call: HttpCall, charge: int, reserve: int) -> Attempt[Reply]:
         """One attempt at ``call``: a slot of the endpoint's concurrency cap, a rate-limit charge of ``charge``
         tokens (``reserve`` of them for output), the request; its result. ``Interrupted`` when the run stops."""
-        if self._stop.is_set():
+        if self._stop.is_set() or endpoint.stopped is not None:
             raise Interrupted("stopping: no new attempts")
         gate, limiter = endpoint.gate, endpoint.limiter
         if not gate.try_acquire():
@@ -313,6 +331,7 @@ class Executor:
             elif isinstance(result.error, RateLimited):
                 endpoint.stats.rate_limited += 1
                 gate.on_rate_limited(endpoint.policy.server_wait_s(result.error.retry_after_s))
+            self._count_attempt(endpoint, result.error)
             return result
         finally:
             gate.release()
@@ -332,24 +351,62 @@ class Executor:
         if self.writer.full:
             self._flush_due.set()
 
-    def _on_endpoint_fatal(self, endpoint: Endpoint, held: tuple[PlannedCell, str, str, Outcome]) -> None:
-        """A 401/403/404: hold the outcome back; ``stop_after_fatal`` in a row stop the endpoint, cells unstored."""
-        if endpoint.stopped is not None:
-            return  # came back after the stop: the cell stays remaining like the others
-        endpoint.fatal_streak.append(held)
-        if len(endpoint.fatal_streak) < endpoint.config.stop_after_fatal:
+    def _hold(self, endpoint: Endpoint, held: tuple[PlannedCell, str, str, Outcome]) -> None:
+        """A cell whose last attempt was endpoint-fatal: held back until the endpoint's streak ends."""
+        if endpoint.stopped is None:  # after the stop, the cell stays remaining like the others
+            endpoint.fatal_streak.append(held)
+
+    def _count_attempt(self, endpoint: Endpoint, error: RequestError | None) -> None:
+        """Count an attempt's result in the endpoint's streak and show its failure; ``stop_after_fatal``
+        endpoint-fatal attempts in a row stop the endpoint (its cells unsent), any reply resets the streak."""
+        if error is not None:
+            text = " ".join(self._redact(str(error)).split())
+            endpoint.stats.last_failure = f"{type(error).__name__}: {text}"[:LAST_FAILURE_CHARS]
+        if not endpoint_fatal(error):
+            endpoint.streak = 0
             return
-        error = held[3].error
-        hint = ENDPOINT_FATAL.get(error.status, ENDPOINT_FATAL_DEFAULT_HINT)
+        endpoint.streak += 1
+        if endpoint.streak < endpoint.config.stop_after_fatal or endpoint.stopped is not None:
+            return
+        config = endpoint.config
+        where = f"base_url = {config.base_url}" + (" or its replicas" if config.base_urls else "")
+        if isinstance(error, ConnectionFailed):
+            what = "connection failures"
+            hint = f"is a server listening there? check {where}"
+        else:
+            what = f"HTTP {error.status} replies"  # type: ignore[union-attr]
+            hint = ENDPOINT_FATAL.get(error.status, ENDPOINT_FATAL_DEFAULT_HINT)  # type: ignore[union-attr]
+            hint = f"{hint}; {where}"
+        text = " ".join(self._redact(str(error)).split())
+        self._stop_endpoint(endpoint, f"stopped after {endpoint.streak} consecutive {what}: {text} ({hint})")
+
+    def _stop_endpoint(self, endpoint: Endpoint, why: str) -> None:
+        """Stop ``endpoint``: no new attempts, retries cut short, held cells dropped — all left unsent for a rerun."""
         endpoint.stopped = (
-            f"endpoint {endpoint.config.name!r} stopped after {len(endpoint.fatal_streak)} consecutive HTTP "
-            f"{error.status} replies: {str(error).replace(chr(10), ' ')} ({hint}); its remaining cells were not "
-            "sent and stay to be run"
+            f"endpoint {endpoint.config.name!r} {why}; its remaining cells were not sent and stay to be run"
         )
-        endpoint.fatal_streak.clear()  # not failed for good: a fixed key or model name and a rerun resumes them
+        endpoint.fatal_streak.clear()  # not failed for good: a fixed endpoint and a rerun resume them
+        endpoint.halted.set()
         self.stats.stopped_endpoints[endpoint.config.name] = endpoint.stopped
         endpoint.stats.stopped = True
         self.progress.note(endpoint.stopped)
+
+    def _served_as_asked(self, endpoint: Endpoint, reply: Reply) -> bool:
+        """Whether the reply's model is the one the spec asked for (``runner.survey.models``; a reply that names
+        none passes); counts it. Another model stops the endpoint: the model asked for is the model measured."""
+        served, config = reply.served_model, endpoint.config
+        if served is None or is_requested_model(config.model, served, config.served_models):
+            if served is not None:
+                counts = self.stats.served_models.setdefault(config.name, {})
+                counts[served] = counts.get(served, 0) + 1
+            return True
+        if endpoint.stopped is None:
+            self._stop_endpoint(
+                endpoint,
+                f"stopped: asked for model {config.model!r}, the server answered as {served!r} (at {config.base_url}); "
+                f"fix model, or accept it with served_models = [{json.dumps(served)}] in its [[endpoints]] table",
+            )
+        return False
 
     def _settle_fatal_streak(self, endpoint: Endpoint) -> None:
         """A streak too short to stop the endpoint: those were failures of their own cells; store them."""
@@ -370,20 +427,34 @@ class Executor:
                 "session record as capped_retry_waits)"
             )
 
-    async def _sleep(self, seconds: float) -> None:
-        """Sleep, unless the run is stopping: then raise ``Interrupted`` (at once, or when the stop comes)."""
-        if self._stop.is_set():
+    async def _sleep(self, seconds: float, endpoint: Endpoint | None = None) -> None:
+        """Sleep, unless the run (or ``endpoint``) is stopping: then raise ``Interrupted`` (at once, or when the
+        stop comes)."""
+
+        def stopping() -> bool:
+            return self._stop.is_set() or (endpoint is not None and endpoint.stopped is not None)
+
+        if stopping():
             raise Interrupted("stopping")
         if self._wait is not None:
             await self._wait(seconds)
-            if self._stop.is_set():
+            if stopping():
                 raise Interrupted("stopping")
             return
+        if endpoint is None:
+            try:
+                await asyncio.wait_for(self._stop.wait(), seconds)
+            except TimeoutError:
+                return
+            raise Interrupted("stopping")
+        waits = [asyncio.ensure_future(self._stop.wait()), asyncio.ensure_future(endpoint.halted.wait())]
         try:
-            await asyncio.wait_for(self._stop.wait(), seconds)
-        except TimeoutError:
-            return
-        raise Interrupted("stopping")
+            done, _ = await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+        if done:
+            raise Interrupted("stopping")
 
     async def _flush_periodically(self) -> None:
         """The flusher: every ``flush_interval_s``, or when a batch is full, until the run closes; a flush that

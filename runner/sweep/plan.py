@@ -214,6 +214,20 @@ def sampling_count(d: DesignConfig, provider: str) -> int:
     return grid * per
 
 
+def distribution_repeats(spec: Spec, endpoint: EndpointConfig) -> tuple[int, int]:
+    """(distribution cells, of them repeats) of ``endpoint``: a distribution cell reads the first token's
+    log-probabilities, which temperature and top_p do not change, so of each temperature × top_p group of
+    otherwise equal cells all but one send the same request again. (0, 0) where the cells are K samples."""
+    from runner.sweep.providers.logprobs import supports_logprobs
+
+    d = spec.design_for(endpoint)
+    if "distribution" not in d.measurements or not supports_logprobs(endpoint.provider):
+        return 0, 0
+    group = len(d.temperature) * len(d.top_p)
+    cells = prompt_count(spec, endpoint) * len(d.seeds) * len(d.max_tokens) * len(d.constraints) * group
+    return cells, cells - cells // group
+
+
 def validate_plan(spec: Spec) -> None:
     """Check, without sending anything, that every prompt of the plan renders and the reference exists."""
     from runner.survey.prompts import validate_cell
@@ -336,27 +350,56 @@ def _unrank(axes: Sequence[Sequence], index: int) -> list:
     return out[::-1]
 
 
+SAMPLINGS_HELD = 1 << 16  # a design's samplings made at once up to this many; a larger grid is made as indexed
+
+
 @lru_cache(maxsize=64)  # a design of 10^4 seeds takes ~0.3 s to serialize; a resume asks for it several times
-def _samplings(d: DesignConfig, provider: str) -> tuple[tuple[Sampling, bytes], ...]:
+def _samplings(d: DesignConfig, provider: str) -> Sequence[tuple[Sampling, bytes]]:
     """Every sampling of design ``d`` for one provider, with its key tail, in plan order (measurement last).
 
     A distribution cell asks for ``top_logprobs`` alternatives where the provider's API returns them, and
     becomes ``samples_per_cell`` sampled replies (draws 0…K-1) where it cannot (``measurement_fallback``).
+    Up to ``SAMPLINGS_HELD`` of them are made at once; a larger grid (10^5 seeds × a temperature × top_p grid is
+    10^7 samplings, gigabytes) is a ``SamplingGrid`` that makes each one when indexed, so a pilot of a huge plan
+    holds only what it sends.
     """
-    from runner.sweep.providers.logprobs import supports_logprobs
+    grid = SamplingGrid(d, provider)
+    return tuple(grid[i] for i in range(len(grid))) if len(grid) <= SAMPLINGS_HELD else grid
 
-    out = []
-    for *base, measurement in itertools.product(
-        d.seeds, d.temperature, d.top_p, d.max_tokens, d.constraints, d.measurements
-    ):
+
+class SamplingGrid(Sequence[tuple[Sampling, bytes]]):
+    """A design's samplings with their key tails, by position, made when indexed (``_samplings``' order)."""
+
+    def __init__(self, d: DesignConfig, provider: str) -> None:
+        from runner.sweep.providers.logprobs import supports_logprobs
+
+        self._base = (d.seeds, d.temperature, d.top_p, d.max_tokens, d.constraints)
+        variants: list[tuple[str, int | None]] = []  # per base: (measurement, draw) in order
+        for m in d.measurements:
+            if m == "sample" or supports_logprobs(provider):
+                variants.append((m, None))
+            else:
+                variants.extend((m, i) for i in range(d.samples_per_cell))
+        self._variants = tuple(variants)
+        self._top_logprobs = d.top_logprobs
+        self._len = math.prod(map(len, self._base)) * len(variants)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, index: int) -> tuple[Sampling, bytes]:  # type: ignore[override]
+        if not 0 <= index < self._len:
+            raise IndexError(index)
+        base, variant = divmod(index, len(self._variants))
+        measurement, draw = self._variants[variant]
+        values = _unrank(self._base, base)
         if measurement == "sample":
-            variants = [Sampling(*base)]
-        elif supports_logprobs(provider):
-            variants = [Sampling(*base, measurement=measurement, top_logprobs=d.top_logprobs)]
+            sampling = Sampling(*values)
+        elif draw is None:
+            sampling = Sampling(*values, measurement=measurement, top_logprobs=self._top_logprobs)
         else:
-            variants = [Sampling(*base, measurement=measurement, draw=i) for i in range(d.samples_per_cell)]
-        out.extend((s, _sampling_json(s)) for s in variants)
-    return tuple(out)
+            sampling = Sampling(*values, measurement=measurement, draw=draw)
+        return sampling, _sampling_json(sampling)
 
 
 def measurement_fallback(spec: Spec) -> dict[str, str]:

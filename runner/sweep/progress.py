@@ -58,6 +58,8 @@ class EndpointStats:
     planned: int | None = None  # this endpoint's cells in the plan (None: unknown, no ETA of its own)
     already_stored: int = 0  # of planned: skipped because an earlier session stored an outcome
     stopped: bool = False  # stopped after fatal client errors: no ETA
+    finished: bool = False  # every cell of it was sent and has its outcome: ETA 0, whatever the counts say
+    last_failure: str | None = None  # the last failed attempt's error class and message, shown on the line
     started: float = field(default_factory=time.monotonic)
     gauge: Gauge = field(default_factory=Reading)  # read by the display on its own schedule
 
@@ -70,7 +72,7 @@ class EndpointStats:
     def eta_s(self) -> float | None:
         """Seconds until this endpoint's cells are done at its own rate; 0 when none are left, None if unknown."""
         left = self.remaining()
-        if left == 0:
+        if left == 0 or self.finished:
             return 0.0
         elapsed = time.monotonic() - self.started
         finished = self.done + self.failed
@@ -97,6 +99,7 @@ class RunStats:
     capped_waits: int = 0  # server-requested waits cut to max_retry_wait_s
     stopped_endpoints: dict[str, str] = field(default_factory=dict)  # name → why it was stopped
     planned: dict[str, int] = field(default_factory=dict)  # endpoint name → its cells in the plan
+    served_models: dict[str, dict[str, int]] = field(default_factory=dict)  # endpoint → model the replies name → n
 
     def count_skipped(self, skipped: Skipped) -> None:
         """Take ``already_stored`` and ``failed_before`` from what the session's remaining cells counted."""
@@ -113,7 +116,9 @@ class RunStats:
 
     def eta_s(self) -> float | None:
         """Seconds left: the slowest endpoint's ETA when each knows its plan, else the pooled rate's (None: unknown)."""
-        live = [e for e in self.endpoints.values() if not e.stopped]
+        live = [e for e in self.endpoints.values() if not e.stopped and not e.finished]
+        if self.endpoints and not live:  # every endpoint finished or stopped: nothing is left to wait for
+            return 0.0
         if live and all(e.planned is not None for e in live):
             etas = [e.eta_s() for e in live]
             return None if None in etas else max(etas)
@@ -136,9 +141,10 @@ class RunStats:
             parts.append(f"{self.capped_waits} server waits capped")
         for e in self.endpoints.values():
             limit = "unlimited" if e.requests_per_minute is None else f"{e.requests_per_minute} rpm"
+            failure = "" if e.last_failure is None else f", last failure: {e.last_failure}"
             parts.append(
                 f"{e.name}: {e.gauge.in_flight}/{e.gauge.limit} in flight (max {e.max_concurrency}), {limit}, "
-                f"{_endpoint_eta(e)}"
+                f"{_endpoint_eta(e)}{failure}"
             )
         return " | ".join(parts)
 
@@ -223,11 +229,13 @@ class Progress:
                 limit,
                 f"done {e.done} failed {e.failed} 429s {e.rate_limited} {_endpoint_eta(e)}",
             )
+            if e.last_failure is not None:
+                table.add_row("", f"last failure: {e.last_failure}", "", "")
         return table
 
 
 def _endpoint_eta(e: EndpointStats) -> str:
-    return "stopped" if e.stopped else f"ETA {_duration(e.eta_s())}"
+    return "stopped" if e.stopped else "done" if e.finished else f"ETA {_duration(e.eta_s())}"
 
 
 def _duration(seconds: float | None) -> str:

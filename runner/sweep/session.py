@@ -30,6 +30,7 @@ from runner.parse.stage import update_answers
 from runner.rundir import FORMAT, RunWriter, versions
 from runner.sweep.cache import ResponseCache, cache_dir
 from runner.sweep.cellsweep import CellSweep
+from runner.sweep.growth import check_growth
 from runner.sweep.plan import Selection, count_cells, factor_counts, measurement_fallback, select, validate_plan
 from runner.sweep.probe import probe_endpoints
 from runner.sweep.progress import Progress, RunStats
@@ -143,7 +144,9 @@ class Session:
     ) -> Session:
         """Open (or resume) run directory ``out`` for ``selection`` of ``spec`` (``prepare`` checked both);
         ``stats`` and ``progress`` (a ``Progress`` class) let the Ray driver count and show its own way."""
-        writer = RunWriter.open_run(out, build_manifest(spec), batch_rows=spec.run.batch_rows)
+        # a run directory another spec made grows to this one when it only adds cells (runner/sweep/growth.py)
+        grow = functools.partial(check_growth, spec, out)
+        writer = RunWriter.open_run(out, build_manifest(spec), batch_rows=spec.run.batch_rows, grow=grow)
         stats = stats or RunStats(total=selection.cells)
         stats.planned = {e.name: selection.quota(e) for e in selection.endpoints}
         shown = progress(stats, stream=stream or sys.stderr, live=live, log_every_s=log_every_s)
