@@ -26,6 +26,7 @@ labels is redacted there too, with a warning.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import errno
 import functools
@@ -132,6 +133,7 @@ class AiohttpTransport:
 
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout_s
+        _HEARD.set(None)  # the guarded protocol of this attempt's connection says whether a byte came back
         replied = False  # a response's status line and headers arrived (the server was reached)
         try:
             data = call.data if call.data is not None else json.dumps(call.body).encode()
@@ -154,7 +156,7 @@ class AiohttpTransport:
         except TimeoutError:
             raise TransportError("timed out waiting for the response") from None
         except aiohttp.ClientError as exc:  # refused, reset, bad HTTP framing, payload errors
-            if not replied and _unreached(exc):
+            if not replied and _unreached(exc, _HEARD.get()):
                 raise ConnectionFailed(failure_text(exc, call.secret)) from None
             raise TransportError(failure_text(exc, call.secret)) from None
         except ValueError as exc:  # a header value aiohttp, yarl or multidict cannot take (never our own data)
@@ -210,14 +212,18 @@ def _undecoded(response: aiohttp.ClientResponse, encoding: str) -> bytes:
     return f"(a body in Content-Encoding {shown}, not decoded)".encode()
 
 
-def _unreached(exc: Exception) -> bool:
-    """Whether an aiohttp failure before any response means no server answered: the connection was refused,
-    the name did not resolve, TLS failed, or the connection was reset or closed before a reply began."""
+def _unreached(exc: Exception, heard: _Heard | None) -> bool:
+    """Whether an aiohttp failure means no server answered: the connection was refused, the name did not
+    resolve, TLS failed, or the connection was reset or closed before any byte of a reply came back (``heard``:
+    what the attempt's connection received; None when it never got one or the guard is not installed)."""
     import aiohttp
 
-    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ClientSSLError | aiohttp.ServerDisconnectedError):
+    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ClientSSLError):
         return True
-    return isinstance(exc, aiohttp.ClientOSError) and exc.errno in (errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED)
+    dropped = isinstance(exc, aiohttp.ServerDisconnectedError) or (
+        isinstance(exc, aiohttp.ClientOSError) and exc.errno in (errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED)
+    )
+    return dropped and heard is not None and not heard.bytes
 
 
 def failure_text(exc: Exception, secret: str | None) -> str:
@@ -260,6 +266,17 @@ def _connector(limit: int) -> aiohttp.TCPConnector:
     return connector
 
 
+@dataclass(slots=True)
+class _Heard:
+    """Bytes received on a connection for the request in flight (set by the guarded protocol)."""
+
+    bytes: int = 0
+
+
+# the sending task's current request: its connection's _Heard (a context variable: each worker task has its own)
+_HEARD: contextvars.ContextVar[_Heard | None] = contextvars.ContextVar("hofcat_heard", default=None)
+
+
 @functools.cache
 def _guarded_protocol() -> type | None:
     """aiohttp's ``ResponseHandler``, made to take one final reply per request (None when it cannot be)."""
@@ -272,9 +289,13 @@ def _guarded_protocol() -> type | None:
 
     class OneReplyPerRequest(ResponseHandler):
         _answered = True  # no request yet: any byte is unsolicited
+        _heard: _Heard | None = None  # what came back for the request in flight
 
         def set_response_params(self, *args: object, **kwargs: object) -> None:
             self._answered = False  # a request is about to be sent on this connection
+            # called in the sending task: its ``send`` reads whether any byte came back (``_unreached``)
+            self._heard = _Heard()
+            _HEARD.set(self._heard)
             super().set_response_params(*args, **kwargs)
 
         def feed_data(self, data: object, size: int = 0) -> None:
@@ -287,6 +308,8 @@ def _guarded_protocol() -> type | None:
             super().feed_data(data, size)
 
         def data_received(self, data: bytes) -> None:
+            if data and self._heard is not None:
+                self._heard.bytes += len(data)
             payload = self._payload
             if data and self._answered and (payload is None or payload.is_eof()):
                 self._drop()  # bytes on a connection that owes nothing: an idle one, or past the reply
