@@ -12,6 +12,7 @@ import pytest
 from _runner_support import make_spec
 from runner.analyze.run import AnalysisOptions, analyze_run
 from runner.report.html import render_report
+from runner.rundir import read_dataset, read_manifest
 from runner.survey.models import is_requested_model
 from runner.sweep.mock import MockTransport
 from runner.sweep.session import run_sweep
@@ -91,3 +92,24 @@ def test_the_analysis_and_report_name_the_served_models(tmp_path: Path, served, 
     assert not any("asked for model" in c for c in summary["caveats"])
     page = render_report(run).read_text()
     assert fact in page
+
+
+def test_an_accepted_other_model_is_named_in_a_caveat(tmp_path: Path) -> None:
+    run = stored_run(tmp_path / "r", "SmolLM2-135M-Instruct", endpoint={"served_models": ["*"]})
+    analyze_run(run, AnalysisOptions(n_resamples=10, permutations=9))
+    summary = json.loads((run / "analysis" / "summary.json").read_text())
+    assert summary["served_models"]["sim"]["served"] == {"SmolLM2-135M-Instruct": 24}
+    caveat = "endpoint sim: asked for model gpt-4o, replies name SmolLM2-135M-Instruct (24 replies)"
+    assert caveat in summary["caveats"]
+    assert caveat in render_report(run).read_text()
+    assert read_manifest(run)["sessions"][-1]["served_models"] == {"sim": {"SmolLM2-135M-Instruct": 24}}
+
+
+def test_a_reply_from_another_model_is_not_stored_and_stops_the_endpoint(tmp_path: Path) -> None:
+    run = stored_run(tmp_path / "r", "SmolLM2-135M-Instruct")
+    session = read_manifest(run)["sessions"][-1]
+    assert (
+        "asked for model 'gpt-4o', the server answered as 'SmolLM2-135M-Instruct'"
+        in session["stopped_endpoints"]["sim"]
+    )
+    assert len(read_dataset(run, "responses")) == 0 and len(read_dataset(run, "failures")) == 0
