@@ -68,14 +68,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # Exit status when the sweep finished but some cells failed for good: scripts must not mistake it for a
 # clean run, and it is distinct from a bad spec (2) and an interruption (130).
 EXIT_CELLS_FAILED = 3
-# An endpoint was stopped after consecutive 401/403/404 replies (bad key, unknown model): its cells were not
-# sent; fix the endpoint and run the same command again.
+# An endpoint was stopped (consecutive 401/403/404 replies or connection failures: bad key, unknown model, no
+# server; or a reply from another model than the spec's): its cells were not sent; fix it and run it again.
 EXIT_ENDPOINT_STOPPED = 4
 
 
 def main(args: argparse.Namespace) -> int:
     """Exit 0 when every cell was stored, 3 when the sweep finished with failed cells (retry them with
-    --retry-failed), 4 when an endpoint was stopped after fatal client errors (its cells remain), 130 when
+    --retry-failed), 4 when an endpoint was stopped (fatal client errors, no server, another model; its cells remain), 130 when
     interrupted (resumable), 2 on a bad spec or RUN_DIR."""
     import gc
     import sys

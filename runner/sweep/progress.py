@@ -57,7 +57,7 @@ class EndpointStats:
     capped_waits: int = 0  # retries where the server asked to wait longer than max_retry_wait_s
     planned: int | None = None  # this endpoint's cells in the plan (None: unknown, no ETA of its own)
     already_stored: int = 0  # of planned: skipped because an earlier session stored an outcome
-    stopped: bool = False  # stopped after fatal client errors: no ETA
+    stopped: bool = False  # stopped (fatal client errors, no server, another model): no ETA
     finished: bool = False  # every cell of it was sent and has its outcome: ETA 0, whatever the counts say
     last_failure: str | None = None  # the last failed attempt's error class and message, shown on the line
     started: float = field(default_factory=time.monotonic)

@@ -52,7 +52,8 @@ class RunResult:
 
     ``failed_before``: planned cells skipped because an earlier session recorded a failure for them (not
     retried without ``--retry-failed``); with ``failed`` they are the planned cells still without a reply.
-    ``stopped_endpoints``: endpoints stopped after ``stop_after_fatal`` consecutive 401/403/404 replies.
+    ``stopped_endpoints``: endpoints stopped after ``stop_after_fatal`` consecutive 401/403/404 replies or
+    connection failures, or on a reply from another model than the spec's (runner/sweep/execute.py).
     """
 
     stored: int

@@ -71,7 +71,7 @@ class EndpointConfig:
     timeout_s: float = 60.0  # per attempt
     max_retries: int = 6  # attempts after the first
     max_retry_wait_s: float = 300.0  # cap on a server-requested wait (Retry-After); longer asks are cut, noted
-    stop_after_fatal: int = 5  # consecutive HTTP 401/403/404 replies that stop the endpoint (its cells stay)
+    stop_after_fatal: int = 5  # consecutive 401/403/404 replies or connection failures that stop the endpoint
     price_input_per_1k: float | None = None  # currency units per 1,000 input tokens
     price_output_per_1k: float | None = None  # currency units per 1,000 output tokens
     max_reply_bytes: int = 8 * 1024 * 1024  # decoded reply bodies past this are failures (OversizeReply)
