@@ -75,8 +75,8 @@ EXIT_ENDPOINT_STOPPED = 4
 
 def main(args: argparse.Namespace) -> int:
     """Exit 0 when every cell was stored, 3 when the sweep finished with failed cells (retry them with
-    --retry-failed), 4 when an endpoint was stopped (fatal client errors, no server, another model; its cells remain), 130 when
-    interrupted (resumable), 2 on a bad spec or RUN_DIR."""
+    --retry-failed), 4 when an endpoint was stopped (fatal client errors, no server, another model; its cells
+    remain), 130 when interrupted (resumable), 2 on a bad spec or RUN_DIR."""
     import gc
     import sys
 
