@@ -117,13 +117,15 @@ class AiohttpTransport:
         import aiohttp
 
         self._session = aiohttp.ClientSession(
-            connector=_connector(max_connections),
+            connector=(connector := _connector(max_connections)),
             timeout=aiohttp.ClientTimeout(total=timeout_s),
             # an API needs no cookies: a server's Set-Cookie would be kept (unbounded) and sent back on every call
             cookie_jar=aiohttp.DummyCookieJar(),
         )
         self.timeout_s = timeout_s
         self.max_reply_bytes = max_reply_bytes
+        # the guarded protocol counts the bytes each request got back: only then is "no byte" known (_unreached)
+        self._counts_bytes = not connector.force_close
 
     async def send(self, call: HttpCall) -> RawReply:
         """POST ``call`` once; ``TransportError`` on refusal, reset, bad framing or timeout (message redacted).
@@ -156,7 +158,7 @@ class AiohttpTransport:
         except TimeoutError:
             raise TransportError("timed out waiting for the response") from None
         except aiohttp.ClientError as exc:  # refused, reset, bad HTTP framing, payload errors
-            if not replied and _unreached(exc, _HEARD.get()):
+            if not replied and _unreached(exc, _HEARD.get(), self._counts_bytes):
                 raise ConnectionFailed(failure_text(exc, call.secret)) from None
             raise TransportError(failure_text(exc, call.secret)) from None
         except ValueError as exc:  # a header value aiohttp, yarl or multidict cannot take (never our own data)
@@ -212,10 +214,11 @@ def _undecoded(response: aiohttp.ClientResponse, encoding: str) -> bytes:
     return f"(a body in Content-Encoding {shown}, not decoded)".encode()
 
 
-def _unreached(exc: Exception, heard: _Heard | None) -> bool:
+def _unreached(exc: Exception, heard: _Heard | None, counts_bytes: bool) -> bool:
     """Whether an aiohttp failure means no server answered: the connection was refused, the name did not
     resolve, TLS failed, or the connection was reset or closed before any byte of a reply came back (``heard``:
-    what the attempt's connection received; None when it never got one or the guard is not installed)."""
+    what the attempt's connection received, None when it dropped before the request was sent on it; only known
+    where ``counts_bytes``: the connection pool runs the guarded protocol)."""
     import aiohttp
 
     if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ClientSSLError):
@@ -223,7 +226,9 @@ def _unreached(exc: Exception, heard: _Heard | None) -> bool:
     dropped = isinstance(exc, aiohttp.ServerDisconnectedError) or (
         isinstance(exc, aiohttp.ClientOSError) and exc.errno in (errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED)
     )
-    return dropped and heard is not None and not heard.bytes
+    if not dropped or not counts_bytes:  # without the guard, bytes received are unknown: the cell's failure
+        return False
+    return heard is None or not heard.bytes  # None: dropped before the request was even sent on it
 
 
 def failure_text(exc: Exception, secret: str | None) -> str:
