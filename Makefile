@@ -28,8 +28,8 @@ build: $(DEPS)
 MATURIN_FEATURES = $(shell $(BIN)/python -c 'import tomllib;print(",".join(tomllib.load(open("pyproject.toml","rb"))["tool"]["maturin"].get("features",[])))')
 
 lint: build
-	$(BIN)/ruff check runner stats_core tests benches
-	$(BIN)/ruff format --check runner stats_core tests benches
+	$(BIN)/ruff check hofcat runner stats_core tests benches
+	$(BIN)/ruff format --check hofcat runner stats_core tests benches
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --all-targets --features "$(MATURIN_FEATURES)" -- -D warnings

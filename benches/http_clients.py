@@ -132,15 +132,15 @@ CLIENTS: dict[str, tuple[str, Loop]] = {
 
 def measure(cells: int, rounds: int, names: list[str], concurrency: int = 64) -> dict[str, object]:
     """Median client CPU µs per request and wall requests/s of each installed client in ``names``."""
-    from runner.sweep.execute import _rendered
     from runner.sweep.plan import iter_cells
+    from runner.sweep.request import rendered
     from runner.sweep.spec import parse_spec
 
     chosen = {n: CLIENTS[n][1] for n in names if importlib.util.find_spec(CLIENTS[n][0]) is not None}
     with SimProcess(["--seed", "1"]) as sim:
         _separate_cores(sim)
         plan = list(iter_cells(parse_spec(spec_text(sim.base_url, cells, concurrency))))
-        bodies = [_plain_body(c, _rendered(c.prompt)[0]) for c in plan]
+        bodies = [_plain_body(c, rendered(c.prompt)[0]) for c in plan]
         url = f"{sim.base_url}/chat/completions"
         expected = asyncio.run(plain_loop(url, bodies, concurrency))  # warm-up; the texts every client must get
         gc.collect()

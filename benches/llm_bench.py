@@ -72,11 +72,11 @@ def planned_cells(spec_source: str) -> tuple[Any, list[Any]]:
 
 def request_body(cell: Any, extra: dict[str, Any]) -> dict[str, Any]:
     """The chat body hofcat's OpenAI provider sends for ``cell``, plus ``extra`` fields."""
-    from runner.sweep.execute import _rendered
+    from runner.sweep.request import rendered
 
     return {
         "model": cell.endpoint.model,
-        "messages": _rendered(cell.prompt)[0],
+        "messages": rendered(cell.prompt)[0],
         "temperature": cell.sampling.temperature,
         "top_p": cell.sampling.top_p,
         "max_tokens": cell.sampling.max_tokens,

@@ -34,8 +34,8 @@ max_tokens = {max_tokens}
 def main() -> None:
     """Time both ways on one spec, then the arithmetic on a 10^9-cell spec; print the ratio and the load."""
     from runner.sweep.accounting import plan_summary
-    from runner.sweep.execute import prompt_estimate
     from runner.sweep.plan import iter_cells
+    from runner.sweep.request import prompt_estimate
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=700, help="seeds of the expanded spec (288 cells each)")

@@ -33,10 +33,10 @@ def build_store(spec, out: Path, left: int, spread: bool) -> set[str]:
     plan's last ``left`` cells, or with ``spread`` every k-th cell; the keys of the cells not stored."""
     from runner.rundir import RunWriter
     from runner.rundir.schema import AnswerRow, table
-    from runner.sweep.execute import _rendered
     from runner.sweep.outcome import Outcome, response_row
     from runner.sweep.plan import count_cells, iter_cells
     from runner.sweep.providers import Reply
+    from runner.sweep.request import rendered
     from runner.sweep.session import build_manifest
 
     n = count_cells(spec)
@@ -52,7 +52,7 @@ def build_store(spec, out: Path, left: int, spread: bool) -> set[str]:
             if skip(i):
                 skipped.add(cell.key)
                 continue
-            writer.add(response_row(cell, _rendered(cell.prompt)[2], done))
+            writer.add(response_row(cell, rendered(cell.prompt)[2], done))
             if writer.full:
                 writer.commit("answers", writer.flush()[0], table([], AnswerRow))  # parsed: nothing to parse
         last = writer.flush()

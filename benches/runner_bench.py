@@ -115,13 +115,13 @@ async def transport_loop(url: str, bodies: list[bytes], concurrency: int) -> lis
 def requests(cells: int, concurrency: int, through: str) -> dict[str, float]:
     """One pass of ``cells`` requests to the simulator (own process) by the plain loop or ``transport_loop``
     (``through``): client CPU µs per request (under cachegrind: instructions, by difference of two sizes)."""
-    from runner.sweep.execute import _rendered
     from runner.sweep.plan import iter_cells
+    from runner.sweep.request import rendered
     from runner.sweep.spec import parse_spec
 
     with SimProcess(["--seed", "1"]) as sim:
         plan = list(iter_cells(parse_spec(spec_text(sim.base_url, cells, concurrency))))
-        bodies = [_plain_body(c, _rendered(c.prompt)[0]) for c in plan]
+        bodies = [_plain_body(c, rendered(c.prompt)[0]) for c in plan]
         gc.collect()
         gc.freeze()
         loop = plain_loop if through == "plain" else transport_loop
@@ -142,8 +142,8 @@ def _plain_body(cell: Any, messages: list[dict[str, str]]) -> bytes:
 def throughput(cells: int, concurrency: int, rounds: int = 3) -> dict[str, float]:
     """Cells per second (median of ``rounds``) of the plain loop and of hofcat on the same requests, same server."""
     from runner.rundir import read_dataset
-    from runner.sweep.execute import _rendered
     from runner.sweep.plan import iter_cells
+    from runner.sweep.request import rendered
     from runner.sweep.session import run_sweep
     from runner.sweep.spec import parse_spec
 
@@ -151,7 +151,7 @@ def throughput(cells: int, concurrency: int, rounds: int = 3) -> dict[str, float
         _separate_cores(sim)
         spec = parse_spec(spec_text(sim.base_url, cells, concurrency))
         plan = list(iter_cells(spec))
-        bodies = [_plain_body(c, _rendered(c.prompt)[0]) for c in plan]
+        bodies = [_plain_body(c, rendered(c.prompt)[0]) for c in plan]
         url = f"{sim.base_url}/chat/completions"
         texts = asyncio.run(plain_loop(url, bodies, concurrency))  # warm-up (server caches, connections)
         assert all(texts) and len(texts) == len(plan)

@@ -2,7 +2,7 @@
 
 Run: ``python -m benches.token_bound``. Starts SmolLM2-135M behind llama.cpp's server (``hofcat serve-llm``'s
 model), sweeps every instrument language in item and survey mode with two personas and no persona, and
-compares each cell's bound (``runner.sweep.plan.input_bound``: UTF-8 bytes + template tokens) with the
+compares each cell's bound (``runner.sweep.accounting.input_bound``: UTF-8 bytes + template tokens) with the
 ``prompt_tokens`` the server reported. The bound must hold on every cell (checked); the ratio says how much a
 cost preview built on it overstates.
 """
@@ -17,7 +17,7 @@ import polars as pl
 
 from runner.endpoints.llm import LocalLLM
 from runner.rundir import read_dataset
-from runner.sweep.plan import input_bound, input_estimate
+from runner.sweep.accounting import input_bound, input_estimate
 from runner.sweep.session import run_sweep
 from runner.sweep.spec import parse_spec
 

@@ -1,8 +1,9 @@
 """hofcat: measure the cultural values language models express with Hofstede's VSM 2013, at sweep scale.
 
-The Python API (documented in docs/python-api.md)::
+The Python API (documented in docs/python-api.md); ``import hofcat`` is its entry point (it loads this package by
+location, so a user's own ``runner`` module cannot shadow it)::
 
-    import runner as hofcat
+    import hofcat
     spec = hofcat.load_spec("spec.toml")
     hofcat.plan_sweep(spec)                   # cells, token and cost bounds; sends nothing
     hofcat.run_sweep(spec, "runs/r1")         # or: await hofcat.run_sweep_async(spec, "runs/r1") in a notebook
@@ -36,6 +37,7 @@ __all__ = [
     "HofcatError",
     "InputError",
     "LLMError",
+    "MockTransport",
     "NotInstalledError",
     "Policy",
     "ProbeError",

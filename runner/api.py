@@ -38,8 +38,10 @@ from runner.report import html as _report
 from runner.sweep import cluster as _cluster
 from runner.sweep import session as _session
 from runner.sweep.accounting import plan_summary, run_status
-from runner.sweep.execute import RunResult
+from runner.sweep.mock import MockTransport
+from runner.sweep.session import RunResult
 from runner.sweep.spec import EndpointConfig, Spec, load_spec, parse_spec
+from runner.sweep.transport import TransportFactory, aiohttp_transport
 
 # The same list as ``runner.__all__`` (tests/test_python_api.py keeps them equal).
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     "HofcatError",
     "InputError",
     "LLMError",
+    "MockTransport",
     "NotInstalledError",
     "Policy",
     "ProbeError",
@@ -88,22 +91,6 @@ def plan_sweep(spec: Spec | str | Path) -> dict[str, Any]:
     return plan_summary(_spec(spec))
 
 
-def run_sweep(
-    spec: Spec | str | Path,
-    out: str | Path,
-    *,
-    retry_failed: bool = False,
-    live: bool | None = False,
-    wait: bool = True,
-) -> RunResult:
-    """Run (or resume) a sweep into run directory ``out``; a ``RunResult`` (stored, failed, interrupted, ...).
-
-    Blocks until the sweep ends; in a running event loop use ``await run_sweep_async(...)``. ``wait=False``:
-    batch endpoints (``execution = "batch"``) submit their batches and return; a later call collects them.
-    """
-    return _session.run_sweep(_spec(spec), out, retry_failed=retry_failed, live=live, wait=wait)
-
-
 async def run_sweep_async(
     spec: Spec | str | Path,
     out: str | Path,
@@ -111,9 +98,28 @@ async def run_sweep_async(
     retry_failed: bool = False,
     live: bool | None = False,
     wait: bool = True,
+    handle_signals: bool = False,
+    transport: TransportFactory | None = None,
 ) -> RunResult:
-    """``run_sweep`` on the caller's event loop (no signal handlers: cancel the task to stop it)."""
-    return await _session.run_sweep_async(_spec(spec), out, retry_failed=retry_failed, live=live, wait=wait)
+    """Run (or resume) a sweep into run directory ``out``; a ``RunResult`` (stored, failed, interrupted, ...).
+
+    On the caller's event loop, with no signal handlers unless ``handle_signals`` (cancel the task to stop it);
+    ``run_sweep`` blocks until the sweep ends. ``wait=False``: batch endpoints (``execution = "batch"``) submit
+    their batches and return; a later call collects them. ``transport``: where requests go instead of HTTP (each
+    endpoint's ``Transport`` from it), e.g. a ``MockTransport`` to test a spec without a server.
+    """
+    return await _session.run_sweep_async(
+        _spec(spec),
+        out,
+        retry_failed=retry_failed,
+        live=live,
+        wait=wait,
+        handle_signals=handle_signals,
+        transport_factory=transport or aiohttp_transport,
+    )
+
+
+run_sweep = _session.blocking(run_sweep_async)
 
 
 def run_sweep_on_ray(
@@ -209,19 +215,17 @@ async def render_report_async(run_dir: str | Path) -> Path:
     return await asyncio.to_thread(render_report, run_dir)
 
 
-def extract_answers(run_dir: str | Path, endpoint: EndpointConfig | str, **options: Any) -> ExtractResult:
+async def extract_answers_async(run_dir: str | Path, endpoint: EndpointConfig | str, **options: Any) -> ExtractResult:
     """Ask an extractor model to restate the answers the parser found ambiguous; what was sent and stored.
 
     ``endpoint``: the name of an endpoint of the run's spec, or an ``EndpointConfig``. ``options``: ``statuses``,
-    ``constraint``, ``retry_failed``, ``limit``, ``max_tokens`` (docs/parsing.md, "Extractor fallback"). Blocks;
-    in a running event loop use ``await extract_answers_async(...)``.
+    ``constraint``, ``retry_failed``, ``limit``, ``max_tokens`` (docs/parsing.md, "Extractor fallback"). On the
+    caller's event loop; ``extract_answers`` blocks.
     """
-    return _extract.extract_answers(run_dir, _extractor(run_dir, endpoint), **options)
-
-
-async def extract_answers_async(run_dir: str | Path, endpoint: EndpointConfig | str, **options: Any) -> ExtractResult:
-    """``extract_answers`` on the caller's event loop."""
     return await _extract.extract_answers_async(run_dir, _extractor(run_dir, endpoint), **options)
+
+
+extract_answers = _session.blocking(extract_answers_async)
 
 
 def _extractor(run_dir: str | Path, endpoint: EndpointConfig | str) -> EndpointConfig:

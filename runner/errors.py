@@ -20,6 +20,8 @@ in parentheses)::
     │       │   ├── RateLimited          HTTP 429
     │       │   ├── ServerError          HTTP 408 or 5xx
     │       │   ├── TransportError       no usable HTTP reply: refused, reset, closed early, malformed, timeout
+    │       │   │   └── ConnectionFailed no server reached: refused, DNS, TLS, reset before any reply (the
+    │       │   │                        endpoint, not the cell: a streak stops the endpoint, as 401/403/404)
     │       │   ├── UnreadableBody       a 2xx reply that is not the provider's JSON shape
     │       │   └── BatchRequestFailed   a request inside a provider batch got no reply (failed, expired, …)
     │       └── FatalRequestError        any other 4xx: retrying cannot help (bad model name, bad key, ...)
@@ -137,6 +139,11 @@ class ServerError(RetryableError):
 class TransportError(RetryableError):
     """No usable response: connection refused, reset or closed early, a reply that is not valid HTTP (framing,
     lengths, chunks, encoding), or the attempt timed out."""
+
+
+class ConnectionFailed(TransportError):
+    """No server was reached, or it dropped the connection before replying: refused, DNS failure, TLS failure,
+    reset before any byte of a reply. Says the endpoint is wrong or down, not the request."""
 
 
 class UnreadableBody(RetryableError):

@@ -1,7 +1,7 @@
 """hofcat's published statistics against exact arithmetic (fractions.Fraction), through the paths users call.
 
 The oracle here is independent of the code under test: the VSM 2013 formulas are written out again from
-METHODOLOGY.md, means are Fractions of integer answer sums (or of the decimals a means CSV holds), tau-b is
+docs/methodology.md, means are Fractions of integer answer sums (or of the decimals a means CSV holds), tau-b is
 (C − D)/sqrt(n_x·n_y) from integer counts, ranks are competition ranks of Fractions, and permutation p-values
 enumerate every relabelling in integers (CAT scores, sums of square roots, to 60 digits). The designs are
 adversarial: two countries whose indices are equal rationals reached through different float paths (a shifted
@@ -27,7 +27,7 @@ from runner.cli import main
 from runner.survey.reference import load_reference
 
 DIMS = ("pdi", "idv", "mas", "uai", "lto", "ivr")
-# METHODOLOGY.md, "Dimension indices": dimension → ((weight, plus, minus), (weight, plus, minus))
+# docs/methodology.md, "Dimension indices": dimension → ((weight, plus, minus), (weight, plus, minus))
 VSM13 = {
     "pdi": ((35, 7, 2), (25, 20, 23)),
     "idv": ((35, 4, 1), (35, 9, 6)),

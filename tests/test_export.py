@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 import polars as pl
 import pyarrow.parquet as pq
@@ -128,6 +129,29 @@ def test_the_readme_reading_examples_run_as_written(run_dir):
     assert scope["tidy"].height == len(scope["frame"]) == scope["joined"].height == total
     assert scope["means"]["n"].sum() == scope["tidy"].filter(pl.col("status") == "ok").height
     assert scope["failures"].num_rows == 0
+
+
+def test_the_readme_duckdb_means_are_the_analysis_means_for_distribution_cells(tmp_path):
+    """The README's DuckDB query averages a distribution cell's expected option, as the analysis does, not its
+    modal option_id (issue 26): its means equal analysis/questions.parquet's."""
+    from runner.analyze.run import AnalysisOptions, analyze_run
+
+    with SimServerThread(SimConfig(seed=8)) as sim:
+        design = {"measurement": "distribution", "personas": ["China", "Slovakia"], "questions": [1, 2, 3]}
+        run_sweep(make_spec(sim.base_url, design={**design, "seeds": [1, 2], "temperature": [1.0]}), tmp_path / "r")
+    run_dir = tmp_path / "r"
+    analyze_run(run_dir, AnalysisOptions(n_resamples=10, permutations=9))
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    export_run(run_dir)
+    scope: dict = {}
+    exec(compile(block.replace("RUN_DIR", str(run_dir)), "README.md", "exec"), scope)
+    ours = scope["means"].sort("country", "question")
+    theirs = pl.read_parquet(run_dir / "analysis" / "questions.parquet").sort("country", "question")
+    assert ours["n"].to_list() == theirs["n"].to_list() == [2] * 6  # two seeds each
+    assert np.allclose(ours["mean"].cast(pl.Float64).to_numpy(), theirs["mean"].to_numpy(), rtol=0, atol=1e-12)
+    modal = scope["tidy"].group_by("country", "question").agg(pl.col("option_id").mean()).sort("country", "question")
+    assert not np.allclose(modal["option_id"].to_numpy(), theirs["mean"].to_numpy())  # what the old query gave
 
 
 def test_each_answer_names_the_session_that_sent_it(tmp_path):

@@ -49,9 +49,10 @@ EXPECTED: dict[str, str] = {
         ],
         "reply:3",
     ),
+    # closed before any byte of a reply: no server answered (counts toward the endpoint's stop; still retried)
+    "close_at_once": "ConnectionFailed",
     **dict.fromkeys(
         [
-            "close_at_once",
             "close_mid_status",
             "close_mid_headers",
             "close_mid_body",

@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = [
-    {"runner.errors", "runner.escape", "runner.survey"},
+    {"runner.errors", "runner.escape", "runner.process", "runner.survey"},
     {"runner.rundir"},
     {"runner.parse"},
     {"runner.sweep"},

@@ -92,3 +92,20 @@ def test_the_documented_notebook_example_runs(tmp_path: Path, monkeypatch: pytes
         cells = asyncio.run(namespace["notebook"]())
     assert cells["table"].height == 4 * 24 * 2
     assert cells["result"].stored == 4 * 24 * 2
+
+
+def test_the_documented_mock_transport_runs_a_spec_without_a_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
+    (code,) = re.findall(r"```py\n(.*?)```", text, flags=re.DOTALL)
+    assert "transport=mock" in code
+    monkeypatch.chdir(tmp_path)
+    spec = hofcat.parse_spec(spec_text("http://127.0.0.1:9/v1", endpoint={"max_retries": 1}))  # nothing listens
+    namespace = {"hofcat": hofcat, "spec": spec}
+    exec(code, namespace)
+    cells = hofcat.plan_sweep(spec)["cells"]
+    assert namespace["checked"].stored == cells == 2 * 6 * 2 * 2 and namespace["checked"].failed == 0
+    assert len(namespace["mock"].sent) == 2 * cells and set(namespace["mock"].attempts.values()) == {2}
+    stored = hofcat.read_table(tmp_path / "runs" / "mock")
+    assert stored.height == cells and set(stored["option_id"].to_list()) == {3}

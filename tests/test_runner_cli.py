@@ -14,7 +14,7 @@ import pytest
 from _runner_support import spec_text
 from runner.cli import main
 from runner.endpoints.sim import SimConfig, SimServerThread
-from runner.sweep.progress import EndpointStats, Progress, RunStats
+from runner.sweep.progress import EndpointStats, Progress, Reading, RunStats
 
 
 @pytest.mark.parametrize("command", ["run", "plan", "status"])
@@ -80,7 +80,7 @@ def test_run_then_status_reports_tokens_and_cost(tmp_path: Path, capsys) -> None
 
 def test_progress_logs_a_plain_line_per_interval_off_a_terminal() -> None:
     stats = RunStats(total=100, already_stored=10, done=30, failed=2, retries=5, input_tokens=900, output_tokens=40)
-    stats.endpoints["sim"] = EndpointStats("sim", 600, 32, in_flight=lambda: 7, concurrency_limit=lambda: 16)
+    stats.endpoints["sim"] = EndpointStats("sim", 600, 32, gauge=Reading(in_flight=7, limit=16))
     stream = io.StringIO()
 
     async def go() -> None:
@@ -99,7 +99,7 @@ def test_progress_logs_a_plain_line_per_interval_off_a_terminal() -> None:
 
 def test_live_display_renders_on_a_terminal() -> None:
     stats = RunStats(total=10, done=4)
-    stats.endpoints["sim"] = EndpointStats("sim", None, 8, in_flight=lambda: 2, concurrency_limit=lambda: 4)
+    stats.endpoints["sim"] = EndpointStats("sim", None, 8, gauge=Reading(in_flight=2, limit=4))
     from rich.console import Console
 
     console = Console(file=io.StringIO(), width=160)

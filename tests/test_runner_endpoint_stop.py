@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from _loopback_server import LoopbackServer, chat_ok
-from _memory_transport import ScriptedTransport, VirtualTime, error_reply, openai_reply
 from _runner_support import make_spec, spec_text
 from runner.cli import main as cli_main
 from runner.rundir import read_dataset
+from runner.sweep.mock import MockTransport, VirtualTime, error_reply, openai_reply
 from runner.sweep.progress import EndpointStats, RunStats
 from runner.sweep.session import run_sweep
 from test_sweep_executor import BASE, _run
@@ -88,7 +88,7 @@ def test_a_broken_streak_stores_the_failures_as_the_cells_own(tmp_path: Path) ->
         return error_reply(404) if body["seed"] == 2 and body["temperature"] == 1.0 else openai_reply("3")
 
     spec = make_spec(BASE, endpoint={"max_concurrency": 1, "stop_after_fatal": 5})
-    interrupted, stats = _run(spec, tmp_path / "run", ScriptedTransport(script), VirtualTime())
+    interrupted, stats = _run(spec, tmp_path / "run", MockTransport(script), VirtualTime())
     failures = read_dataset(tmp_path / "run", "failures").to_pylist()
     assert not interrupted and not stats.stopped_endpoints
     assert len(failures) == 12 and stats.failed == 12 and stats.done == 36
@@ -103,7 +103,7 @@ def test_status_groups_failures_by_class_and_message(tmp_path: Path, capsys: pyt
         return openai_reply("3")
 
     spec = make_spec(BASE, endpoint={"max_retries": 1})
-    _run(spec, tmp_path / "run", ScriptedTransport(script), VirtualTime())
+    _run(spec, tmp_path / "run", MockTransport(script), VirtualTime())
     assert cli_main(["status", str(tmp_path / "run"), "--json"]) == 0
     groups = json.loads(capsys.readouterr().out)["failure_groups"]
     assert [(g["count"], g["error_class"], g["http_status"]) for g in groups] == [
@@ -135,7 +135,7 @@ def _virtual_run_time(tmp_path: Path, headers: dict[str, str]) -> tuple[float, V
     time = VirtualTime()
     start = time.now_s
     spec = make_spec(BASE, design={"questions": list(range(1, 25))})
-    _, stats = _run(spec, tmp_path, ScriptedTransport(script, time), time)
+    _, stats = _run(spec, tmp_path, MockTransport(script, time), time)
     assert stats.done == 192
     return time.now_s - start, time, stats.retries
 
@@ -157,7 +157,7 @@ def test_a_huge_retry_after_is_capped_and_noted(tmp_path: Path) -> None:
 
     time = VirtualTime()
     spec = make_spec(BASE, endpoint={"max_retry_wait_s": 7.5})
-    _, stats = _run(spec, tmp_path / "run", ScriptedTransport(script, time), time)
+    _, stats = _run(spec, tmp_path / "run", MockTransport(script, time), time)
     assert stats.done == 48 and stats.capped_waits == 12 and stats.endpoints["sim"].capped_waits == 12
     assert max(time.waits) == 7.5 and 86400 not in time.waits
     assert any("waiting max_retry_wait_s = 7.5 s" in note for note in stats.notes)

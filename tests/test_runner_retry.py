@@ -16,7 +16,7 @@ from runner.errors import (
     TransportError,
     UnreadableBody,
 )
-from runner.sweep.retry import RetryPolicy, backoff_s, call_with_retries, retry_after_s, should_retry
+from runner.sweep.retry import Attempt, RetryPolicy, backoff_s, call_with_retries, retry_after_s, should_retry
 
 NOW = 1445412470.0  # 2015-10-21 07:27:50 UTC
 
@@ -91,26 +91,22 @@ def _run(outcomes: list[BaseException | str], policy: RetryPolicy):
     seen: list[str] = []
     calls = iter(outcomes)
 
-    async def attempt() -> str:
+    async def attempt() -> Attempt[str]:
         outcome = next(calls)
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
+        return Attempt(error=outcome) if isinstance(outcome, BaseException) else Attempt(outcome)
 
     async def sleep(s: float) -> None:
         waits.append(s)
 
     async def go():
-        try:
-            return await call_with_retries(
-                attempt,
-                policy,
-                sleep=sleep,
-                rng=random.Random(0),
-                on_retry=lambda exc, w: seen.append(type(exc).__name__),
-            )
-        except BaseException as exc:
-            return exc, getattr(exc, "attempts", None)
+        tried = await call_with_retries(
+            attempt,
+            policy,
+            sleep=sleep,
+            rng=random.Random(0),
+            on_retry=lambda exc, w: seen.append(type(exc).__name__),
+        )
+        return tried.last.error or tried.last.value, tried.attempts
 
     result, attempts = asyncio.run(go())
     return result, attempts, waits, seen

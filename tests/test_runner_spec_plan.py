@@ -59,7 +59,16 @@ def test_the_quickstart_example_is_the_issues_spec() -> None:
         ({"endpoint": {"timeout_s": "60"}}, "endpoints[0].timeout_s = '60': must be a number > 0"),
         ({"endpoint": {"base_url": "127.0.0.1:8011"}}, "endpoints[0].base_url = '127.0.0.1:8011': must be an http"),
         ({"endpoint": {"api_key": "sk-secret"}}, "endpoints[0].api_key = '<hidden>': must be no key in a spec"),
-        ({"endpoint": {"requests_per_minut": 5}}, "endpoints[0].requests_per_minut = 5: must be a known key"),
+        (
+            {"endpoint": {"requests_per_minut": 5}},
+            "endpoints[0].requests_per_minut = 5: must be a known key; did you mean 'requests_per_minute'? (one of ",
+        ),
+        ({"run": {"seeed": 1}}, "run.seeed = 1: must be a known key; did you mean 'seed'? (one of batch_rows, "),
+        (
+            {"design": {"persona": ["China"]}},
+            "design.persona = ['China']: must be a known key; did you mean 'personas'",
+        ),
+        ({"design": {"zzz": 1}}, "design.zzz = 1: must be a known key (one of "),
         ({"design": {"mode": "batch"}}, "design.mode = 'batch': must be one of item, survey"),
         ({"design": {"temperature": [0.0, 2.5]}}, "design.temperature = 2.5: must be numbers in [0, 2]"),
         ({"design": {"seeds": [1, 1]}}, "design.seeds = [1, 1]: must be a list without repeated values"),
@@ -389,7 +398,7 @@ def test_an_endpoint_can_override_keys_of_the_design() -> None:
             "seeds = [99999999999999999999]",
             "s.toml: endpoints[1].design.seeds = 99999999999999999999: must be integers",
         ),
-        ("sedes = [1]", "s.toml: endpoints[1].design.sedes = [1]: must be a known key"),
+        ("sedes = [1]", "s.toml: endpoints[1].design.sedes = [1]: must be a known key; did you mean 'seeds'?"),
         (
             'constraint = "grammar"\nmode = "survey"',
             "endpoints[1].design.constraint = 'grammar': must be \"none\" in survey",
@@ -409,8 +418,8 @@ def test_endpoint_design_errors_are_located_there(table: str, needle: str) -> No
 
 def test_the_plan_estimate_is_the_sum_over_its_cells() -> None:
     """``estimate`` multiplies factor sizes; it must equal expanding every cell (tokens included)."""
-    from runner.sweep.execute import prompt_estimate
-    from runner.sweep.plan import estimate
+    from runner.sweep.accounting import estimate
+    from runner.sweep.request import prompt_estimate
 
     specs = [
         load_spec(EXAMPLE),
@@ -486,3 +495,52 @@ def test_select_deals_a_limit_round_robin_by_endpoint() -> None:
         select(spec, endpoints=["nope"])
     with pytest.raises(SpecError, match="--limit 0: must be an integer >= 1"):
         select(spec, limit=0)
+
+
+def test_an_endpoint_design_removes_the_identities_with_false() -> None:
+    text = spec_text(URL, design={"personas": ["Germany"], "questions": [1], "seeds": [1], "temperature": [0.0]})
+    text += '[design.identities]\ncountries = ["China", "Japan"]\ngenders = ["female"]\nages = [30]\n'
+    text += '[[endpoints]]\nname = "b"\nprovider = "openai"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+    text += "[endpoints.design]\nidentities = false\n"
+    spec = parse_spec(text, source="s.toml")
+    kinds = {e.name: sorted({c.prompt.framing.kind for c in iter_cells(spec, e)}) for e in spec.endpoints}
+    counts = {e.name: sum(1 for _ in iter_cells(spec, e)) for e in spec.endpoints}
+    assert spec.design_for(spec.endpoint("b")).identities is None
+    assert spec.design_for(spec.endpoint("sim")).identities is not None
+    assert kinds == {"sim": ["identity", "persona"], "b": ["persona"]} and counts == {"sim": 3, "b": 1}
+    with pytest.raises(SpecError, match=r"endpoints\[1\]\.design\.identities = True: must be a table"):
+        parse_spec(text.replace("identities = false", "identities = true"), source="s.toml")
+
+
+def test_served_models_are_read_as_a_list_of_names() -> None:
+    spec = parse_spec(spec_text(URL, endpoint={"served_models": ["SmolLM2-135M-Instruct"]}), source="s.toml")
+    assert spec.endpoints[0].served_models == ("SmolLM2-135M-Instruct",)
+    assert parse_spec(spec_text(URL), source="s.toml").endpoints[0].served_models == ()
+    with pytest.raises(SpecError, match=r"endpoints\[0\]\.served_models = 3: must be non-empty strings"):
+        parse_spec(spec_text(URL, endpoint={"served_models": [3]}), source="s.toml")
+
+
+def test_plan_says_how_many_distribution_cells_repeat_a_request(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    design = {"measurement": "distribution", "questions": [1, 2], "seeds": [1, 2], "temperature": [0.0, 0.5, 1.0]}
+    path = tmp_path / "s.toml"
+    path.write_text(spec_text(URL, design={**design, "top_p": [1.0, 0.9]}))
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-m", "runner.cli", "plan", str(path), "--json"], capture_output=True, text=True, cwd=root
+    )
+    assert done.returncode == 0, done.stderr
+    repeats = json.loads(done.stdout)["endpoints"]["sim"]["distribution_repeats"]
+    cells = 2 * 2 * 2 * 6  # personas × questions × seeds × (3 temperatures × 2 top_p)
+    assert repeats == {"cells": cells, "repeats": cells - cells // 6}
+    text = subprocess.run(
+        [sys.executable, "-m", "runner.cli", "plan", str(path)], capture_output=True, text=True, cwd=root
+    ).stdout
+    assert f"{cells - cells // 6} of its {cells} distribution cells repeat another cell's request" in text
+    path.write_text(spec_text(URL, design={**design, "measurement": "sample"}))
+    done = subprocess.run(
+        [sys.executable, "-m", "runner.cli", "plan", str(path), "--json"], capture_output=True, text=True, cwd=root
+    )
+    assert json.loads(done.stdout)["endpoints"]["sim"]["distribution_repeats"] == {"cells": 0, "repeats": 0}

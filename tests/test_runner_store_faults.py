@@ -393,15 +393,15 @@ def test_flushes_run_in_one_worker_thread_one_at_a_time_in_parts_of_at_most_a_ba
     import io
     import threading
 
-    from _memory_transport import ScriptedTransport, VirtualTime, openai_reply
     from runner.rundir import Batch, Committed
     from runner.sweep.execute import Executor
+    from runner.sweep.mock import MockTransport, VirtualTime, openai_reply
     from runner.sweep.plan import count_cells, iter_cells
     from runner.sweep.progress import Progress, RunStats
 
     spec = make_spec("http://memory.invalid/v1", run={"batch_rows": 5}, endpoint={"max_concurrency": 8})
     clock = VirtualTime()
-    transport = ScriptedTransport(lambda body, attempt: openai_reply("3"), clock)
+    transport = MockTransport(lambda body, attempt: openai_reply("3"), clock)
     writer = RunWriter.open_run(tmp_path / "run", build_manifest(spec), batch_rows=spec.run.batch_rows)
     threads: list[str] = []
     active = [0, 0]  # running now, most at once

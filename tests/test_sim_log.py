@@ -161,7 +161,7 @@ def test_serve_sim_help() -> None:
     assert "--rpm" in result.stdout and "--refusal-rate" in result.stdout
 
 
-def test_serve_sim_reports_a_busy_port() -> None:
+def test_serve_sim_reports_a_busy_port_in_one_line_with_exit_2_like_serve_llm() -> None:
     import socket
 
     with socket.socket() as busy:
@@ -174,4 +174,6 @@ def test_serve_sim_reports_a_busy_port() -> None:
             text=True,
             timeout=60,
         )
-    assert result.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"hofcat serve-sim: error: --port {port}: 127.0.0.1:{port} is already in use (")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

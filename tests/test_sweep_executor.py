@@ -10,11 +10,11 @@ import asyncio
 import io
 from pathlib import Path
 
-from _memory_transport import ScriptedTransport, VirtualTime, error_reply, openai_reply
 from _runner_support import make_spec
 from runner.errors import TransportError
 from runner.rundir import RunWriter, read_dataset
 from runner.sweep.execute import Executor
+from runner.sweep.mock import MockTransport, VirtualTime, error_reply, openai_reply
 from runner.sweep.plan import count_cells, iter_cells
 from runner.sweep.progress import Progress, RunStats
 from runner.sweep.session import build_manifest, run_sweep
@@ -26,7 +26,7 @@ BASE = "http://memory.invalid/v1"  # never resolved: every request goes through 
 def _run(
     spec: Spec,
     out: Path,
-    transport: ScriptedTransport,
+    transport: MockTransport,
     time: VirtualTime,
     *,
     stop_after: int | None = None,
@@ -62,7 +62,7 @@ def _rows(out: Path, dataset: str) -> list[dict]:
 
 def test_every_planned_cell_is_sent_once_and_stored_once(tmp_path: Path) -> None:
     spec = make_spec(BASE, endpoint={"max_concurrency": 8})
-    transport = ScriptedTransport(lambda body, attempt: openai_reply("3"), VirtualTime())
+    transport = MockTransport(lambda body, attempt: openai_reply("3"), VirtualTime())
     interrupted, stats = _run(spec, tmp_path / "run", transport, VirtualTime())
     responses = _rows(tmp_path / "run", "responses")
     planned = [c.key for c in iter_cells(spec)]
@@ -88,7 +88,7 @@ def test_retryable_statuses_are_retried_with_backoff_and_fatal_ones_fail_at_once
 
     time = VirtualTime()
     spec = make_spec(BASE, endpoint={"max_retries": 3})
-    interrupted, stats = _run(spec, tmp_path / "run", ScriptedTransport(script), time)
+    interrupted, stats = _run(spec, tmp_path / "run", MockTransport(script), time)
     responses, failures = _rows(tmp_path / "run", "responses"), _rows(tmp_path / "run", "failures")
     assert not interrupted
     assert len(failures) == 12 and {(f["error_class"], f["http_status"], f["attempts"]) for f in failures} == {
@@ -113,7 +113,7 @@ def test_retry_after_is_honoured_and_exhausted_retries_are_recorded(tmp_path: Pa
 
     time = VirtualTime()
     spec = make_spec(BASE, endpoint={"max_retries": 2, "max_concurrency": 4})
-    interrupted, stats = _run(spec, tmp_path / "run", ScriptedTransport(script), time)
+    interrupted, stats = _run(spec, tmp_path / "run", MockTransport(script), time)
     responses, failures = _rows(tmp_path / "run", "responses"), _rows(tmp_path / "run", "failures")
     assert not interrupted
     assert len([w for w in time.waits if w >= 7.0]) >= 24  # every 429 was waited out for its Retry-After
@@ -126,7 +126,7 @@ def test_retry_after_is_honoured_and_exhausted_retries_are_recorded(tmp_path: Pa
 
 def test_requests_per_window_hold_in_virtual_time(tmp_path: Path) -> None:
     time = VirtualTime()
-    transport = ScriptedTransport(lambda body, attempt: openai_reply("5"), time)
+    transport = MockTransport(lambda body, attempt: openai_reply("5"), time)
     spec = make_spec(BASE, endpoint={"requests_per_minute": 10, "max_concurrency": 4})
     interrupted, _ = _run(spec, tmp_path / "run", transport, time)
     assert not interrupted and len(_rows(tmp_path / "run", "responses")) == 48
@@ -139,13 +139,13 @@ def test_requests_per_window_hold_in_virtual_time(tmp_path: Path) -> None:
 def test_a_stop_finishes_requests_in_flight_and_a_second_session_sends_only_the_rest(tmp_path: Path) -> None:
     spec = make_spec(BASE, endpoint={"max_concurrency": 4})
     out = tmp_path / "run"
-    transport = ScriptedTransport(lambda body, attempt: openai_reply("1"))
+    transport = MockTransport(lambda body, attempt: openai_reply("1"))
     interrupted, first = _run(spec, out, transport, VirtualTime(), stop_after=10)
     stored = {r["cell_key"] for r in _rows(out, "responses")}
     assert interrupted
     assert len(stored) == len(transport.sent) == first.done  # nothing sent was lost
     assert 10 <= len(stored) < 48
-    rest = ScriptedTransport(lambda body, attempt: openai_reply("1"))
+    rest = MockTransport(lambda body, attempt: openai_reply("1"))
     interrupted, second = _run(spec, out, rest, VirtualTime(), skip=stored)
     assert not interrupted and second.done == 48 - len(stored)
     keys = [r["cell_key"] for r in _rows(out, "responses")]
@@ -154,7 +154,7 @@ def test_a_stop_finishes_requests_in_flight_and_a_second_session_sends_only_the_
 
 
 def test_a_whole_sweep_session_runs_on_an_injected_transport(tmp_path: Path) -> None:
-    transport = ScriptedTransport(lambda body, attempt: openai_reply("The answer is 2."))
+    transport = MockTransport(lambda body, attempt: openai_reply("The answer is 2."))
     spec = make_spec(BASE)
     result = run_sweep(
         spec, tmp_path / "run", stream=io.StringIO(), live=False, transport_factory=lambda endpoint: transport

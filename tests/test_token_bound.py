@@ -11,8 +11,7 @@ import pytest
 from _runner_support import make_spec
 from runner.endpoints.llm import LocalLLM
 from runner.rundir import read_dataset
-from runner.sweep.accounting import plan_summary
-from runner.sweep.plan import input_bound
+from runner.sweep.accounting import input_bound, plan_summary
 from runner.sweep.session import run_sweep
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]

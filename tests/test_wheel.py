@@ -141,6 +141,9 @@ def test_the_wheel_holds_the_data_and_no_sources(installed: Installed) -> None:
         "runner/data/examples/quickstart.toml",
         "runner/data/examples/cat_v2_table5_gpt35.csv",
         "stats_core/_native.abi3.so",
+        "hofcat/__init__.py",  # the entry point: ``import hofcat``, the console script, ``python -m hofcat``
+        "hofcat/cli.py",
+        "hofcat/__main__.py",
     ):
         assert needed in names, needed
     instrument = {n for n in names if n.startswith("runner/data/instrument/")}
@@ -160,6 +163,21 @@ def test_the_venv_imports_only_the_installed_copy(installed: Installed) -> None:
     ).stdout.split()
     assert all(Path(p).is_relative_to(installed.site_packages) for p in out), out
     print(f"pip install of the wheel with its dependencies: {installed.install_s:.1f} s")
+
+
+def test_the_installed_hofcat_works_beside_a_users_own_runner_module(installed: Installed) -> None:
+    """The wheel's top-level ``runner`` and ``stats_core`` shadowed by a research folder's own modules (issue 26):
+    the console script, ``python -m hofcat`` and ``import hofcat`` still use hofcat's."""
+    folder = installed.work / "research"
+    folder.mkdir()
+    for name in ("runner.py", "stats_core.py"):
+        (folder / name).write_text(f"raise ImportError('the user\\'s own {name} was imported')\n")
+    python = str(installed.venv / "bin" / "python")
+    code = "import hofcat, runner; print(runner.__file__); print(hofcat.load_spec)"
+    for command in ([str(installed.hofcat), "info"], [python, "-m", "hofcat", "info"], [python, "-c", code]):
+        done = subprocess.run(command, cwd=folder, env=installed.env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (command, done.stderr)
+    assert Path(done.stdout.split()[0]).is_relative_to(installed.site_packages)
 
 
 def test_info_names_the_installed_data_and_the_missing_optional_parts(installed: Installed) -> None:

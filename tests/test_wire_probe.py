@@ -16,8 +16,10 @@ from runner.endpoints.sim import SimConfig, SimServerThread
 from runner.errors import SpecError
 from runner.report.html import render_report
 from runner.rundir import read_manifest
+from runner.sweep.probe import SESSION_MAX_TOKENS as PROBE_MAX_TOKENS
+from runner.sweep.probe import SESSION_REPEATS as PROBE_REPEATS
 from runner.sweep.probe import probe_endpoint
-from runner.sweep.session import PROBE_MAX_TOKENS, PROBE_REPEATS, run_sweep
+from runner.sweep.session import run_sweep
 from runner.sweep.spec import spec_from_dict
 from runner.sweep.transport import aiohttp_transport
 from test_runner_providers import ShapeServer

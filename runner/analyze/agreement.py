@@ -261,17 +261,17 @@ def agreement_tables(
                 "p_method": pv.method,
             }
         )
-    tables = {name: pl.DataFrame(data, infer_schema_length=None, nan_to_null=False) for name, data in rows.items()}
-    tables["warnings"] = pl.DataFrame(
-        rows["warnings"],
-        schema={
-            "condition": pl.String,
-            "kind": pl.String,
-            "country": pl.String,
-            "dimension": pl.String,
-            "message": pl.String,
-        },
-    )
+    # Thin data (one country, nothing scored) leaves a table without rows: it still has its columns, so every
+    # later reader (report, combined analyses) finds them.
+    factor_schema = dict(units.conditions.schema)
+    tables = {
+        name: pl.DataFrame(data, infer_schema_length=None, nan_to_null=False)
+        if data
+        else pl.DataFrame(schema={**factor_schema, **_EMPTY_SCHEMAS[name]})
+        for name, data in rows.items()
+        if name != "warnings"
+    }
+    tables["warnings"] = pl.DataFrame(rows["warnings"], schema=_EMPTY_SCHEMAS["warnings"])
     tables["error_percentage"] = pl.DataFrame(
         {
             "country": list(shares),
@@ -285,6 +285,37 @@ def agreement_tables(
         schema={"country": pl.String},
     )
     return tables
+
+
+_FLOAT, _STR, _INT = pl.Float64, pl.String, pl.Int64
+_EMPTY_SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
+    "indices": {
+        "country": _STR,
+        "n_units": _INT,
+        **dict.fromkeys(DIMENSIONS, _FLOAT),
+        **{f"{d}_se": _FLOAT for d in DIMENSIONS},
+    },
+    "misranked": {"country": _STR, "misranked": _INT, "of": _INT, "dimensions": pl.List(_STR)},
+    "kendall": {
+        "dimension": _STR,
+        **dict.fromkeys(("tau", "ci_low", "ci_high"), _FLOAT),
+        "interval_note": _STR,
+        **dict.fromkeys(("kendall_p", "kendall_p_min", "kendall_p_se", "boot_low", "boot_high"), _FLOAT),
+        "undefined_share": _FLOAT,
+        "undefined": pl.Boolean,
+        "n_countries": _INT,
+        "p_method": _STR,
+    },
+    "cat": {
+        **dict.fromkeys(("cat_score", "ci_low", "ci_high"), _FLOAT),
+        "interval_note": _STR,
+        **dict.fromkeys(("cat_p", "cat_p_min", "cat_p_se", "boot_low", "boot_high", "undefined_share"), _FLOAT),
+        "n_countries": _INT,
+        "countries": pl.List(_STR),
+        "p_method": _STR,
+    },
+    "warnings": {"condition": _STR, "kind": _STR, "country": _STR, "dimension": _STR, "message": _STR},
+}
 
 
 def _note(n_units: np.ndarray, alike: np.ndarray, n_compared: int, design: str, *, borrowed: np.ndarray) -> str:

@@ -167,7 +167,10 @@ def _answered_cells(answers: pl.LazyFrame, units: UnitArray, design: Design) -> 
             & pl.col("option_id").is_not_null()
         )
         .join(units.conditions.with_row_index("_c").lazy(), on=factors, nulls_equal=True)
-        .join(pl.DataFrame({"country": list(units.countries)}).with_row_index("_k").lazy(), on="country")
+        .join(
+            pl.DataFrame({"country": list(units.countries)}, schema={"country": pl.String}).with_row_index("_k").lazy(),
+            on="country",
+        )
         .join(units.units.with_row_index("_u").lazy(), on=list(design.units), nulls_equal=True)
         .with_columns(is_dist=is_dist)
         .group_by(keys)

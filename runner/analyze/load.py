@@ -21,9 +21,10 @@ import pyarrow.compute as pc
 
 from runner.errors import InputError, RunDirError
 from runner.rundir import RunDir, part_columns, part_pairs, read_part, unique_cells
+from runner.rundir.schema import ANSWER_SCHEMA, RESPONSE_SCHEMA
 from runner.survey.reference import REFERENCE_DIR
 
-__all__ = ["BATCH_ROWS", "language_countries", "load_answers"]
+__all__ = ["BATCH_ROWS", "language_countries", "load_answers", "no_answers"]
 
 BATCH_ROWS = 1 << 14  # answers joined and derived at once (the load's working set follows this, not the run)
 
@@ -48,6 +49,10 @@ RESPONSE_FACTORS = (
     "option_order",
     "shuffle_seed",
 )
+
+
+# The answer columns the analysis reads (the last two only in distribution parts).
+ANSWER_COLUMNS = ("cell_key", "question", "option_id", "status", "option_probs", "option_mass", "option_bound")
 
 
 def language_countries() -> dict[str, str]:
@@ -82,13 +87,24 @@ def load_answers(run_dir: str | Path, *, keep_keys: bool = False, spool: str | P
     if pairs:
         unique_cells(root)  # a cell two writers stored would be counted twice
         return _joined_by_part(pairs, keep_keys, None if spool is None else Path(spool))
-    answers = RunDir(root).dataset("answers")
+    layout = RunDir(root)
+    answers = layout.dataset("answers")
     for candidate in (answers, root / "answers.parquet"):
         if candidate.is_dir() and any(candidate.glob("*.parquet")):
             return _derive(_parquet(candidate))
         if candidate.is_file():
             return _derive(pl.scan_parquet(candidate))
+    if layout.manifest.exists():  # a run that stored no reply yet (only failures, or nothing): no answers
+        return no_answers(keep_keys)
     raise InputError(f"{root}: no parsed-answers dataset (looked for answers/ with responses/, or answers.parquet)")
+
+
+def no_answers(keep_keys: bool = False) -> pl.LazyFrame:
+    """An answers frame without rows, with the columns a joined run directory's answers have."""
+    columns = [*ANSWER_COLUMNS, *RESPONSE_FACTORS]
+    schema = pa.schema([ANSWER_SCHEMA.field(c) if c in ANSWER_COLUMNS else RESPONSE_SCHEMA.field(c) for c in columns])
+    empty = _derive(pl.DataFrame(schema.empty_table()).lazy())
+    return empty if keep_keys else empty.drop("cell_key")
 
 
 @contextlib.contextmanager
@@ -121,10 +137,8 @@ def _joined_part(answer_path: Path, response_path: Path, keep_keys: bool) -> Ite
     """
     have = part_columns(response_path)
     cells = read_part(response_path, [c for c in ("cell_key", *RESPONSE_FACTORS) if c in have], "cell_key")
-    probs = [
-        c for c in ("option_probs", "option_mass", "option_bound") if c in part_columns(answer_path)
-    ]  # distribution
-    answers = read_part(answer_path, ["cell_key", "question", "option_id", "status", *probs], "cell_key")
+    probs = [c for c in ANSWER_COLUMNS[4:] if c in part_columns(answer_path)]  # the distribution measurement
+    answers = read_part(answer_path, [*ANSWER_COLUMNS[:4], *probs], "cell_key")
     row = pc.index_in(answers.column("cell_key"), value_set=cells.column("cell_key"))  # null: cell not found
     factors = cells.drop_columns(["cell_key"])
     for start in range(0, max(len(answers), 1), BATCH_ROWS):

@@ -23,6 +23,7 @@ import polars as pl
 from runner.analyze.agreement import agreement_tables
 from runner.analyze.baselines import ORDER_CODE, baseline_tables
 from runner.analyze.comparisons import comparison_tables
+from runner.analyze.coverage import completeness, completeness_caveat, data_caveats, served_caveat, served_models
 from runner.analyze.design import Design, infer_design, varying
 from runner.analyze.load import load_answers, system_errors
 from runner.analyze.measurement import measurement_table
@@ -214,7 +215,9 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
         "design": design.to_dict(),
         "conditions": units.conditions.height,
         "countries": list(units.countries),
-        "answers": _count(answers),
+        "answers": int(tables["status_rates"]["count"].sum()),
+        # what thin data could not support, said once (the warnings table holds the per-condition details)
+        "caveats": data_caveats(units, _status_counts(tables["status_rates"])),
         "temperature_zero": temperature_zero_disagreement(answers, design.factors),
         "cat": _clean(tables["cat"].drop("countries", strict=False).to_dicts()),
         "error_percentage": _clean(tables["error_percentage"].to_dicts()),
@@ -245,6 +248,9 @@ def analyze_run(run_dir: str | Path, options: AnalysisOptions) -> Path:
         if extraction is not None:  # used, or stored and left unused: the summary and the report say which
             summary["extractions"] = extraction
         summary["run_dir"] = str(root)
+        summary["completeness"] = done = completeness(root, manifest)
+        summary["served_models"] = served = served_models(root)  # the models that answered, per endpoint
+        summary["caveats"] = completeness_caveat(done, root) + served_caveat(served) + summary["caveats"]
         if manifest is not None:
             summary["run_manifest"] = manifest
         return write_analysis(writer, tables, summary)
@@ -274,9 +280,10 @@ def write_analysis(writer: RunWriter, tables: Mapping[str, pl.DataFrame], summar
     return writer.layout.output("analysis")
 
 
-def _count(answers: pl.LazyFrame) -> int:
-    """Number of answer rows."""
-    return int(answers.select(pl.len()).collect(engine="streaming").item())
+def _status_counts(rates: pl.DataFrame) -> dict[str, int]:
+    """Answers per parse status, from the ``status_rates`` table."""
+    totals = rates.group_by("status").agg(pl.col("count").sum())
+    return {str(status): int(n) for status, n in totals.iter_rows()}
 
 
 def _clean(rows: Sequence[dict]) -> list[dict]:

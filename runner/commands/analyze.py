@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from runner.commands._args import bounded_int, seed
 from runner.survey.vocab import UNDEFINED_TAU
@@ -153,4 +154,58 @@ def main(args: argparse.Namespace) -> int:
     else:
         out = analyze_run(args.run_dir[0], options)
     print(f"analysis written to {out}")
+    for line in headline(out):
+        print(line)
     return 0
+
+
+HEADLINE_CONDITIONS = 3  # conditions whose CAT score and taus are printed; the tables hold them all
+
+
+def headline(analysis_dir: Path) -> list[str]:
+    """The analysis' headline numbers as printable lines: answers and parse rate, CAT and tau with their intervals
+    and p-values for the first conditions, and the caveats (what thin data could not support)."""
+    import json
+    import math
+
+    import polars as pl
+
+    summary = json.loads((analysis_dir / "summary.json").read_text(encoding="utf-8"))
+    factors = [f for f in summary["design"]["factors"] if f != "_all"]
+    rates = pl.read_parquet(analysis_dir / "status_rates.parquet")
+    ok = int(rates.filter(pl.col("status") == "ok")["count"].sum())
+    total = int(summary["answers"])
+    rate = f" ({ok / total:.1%} parsed ok)" if total else ""
+    lines = [
+        f"answers: {total:,}{rate}; {summary['conditions']} condition(s), {len(summary['countries'])} country(ies)"
+    ]
+
+    def num(value: object, digits: int = 2) -> str:
+        return "n/a" if not isinstance(value, int | float) or math.isnan(value) else f"{value:.{digits}f}"
+
+    def label(row: dict) -> str:
+        return ", ".join(f"{f}={row[f]}" for f in factors) or "all"
+
+    cat = pl.read_parquet(analysis_dir / "cat.parquet")
+    kendall = pl.read_parquet(analysis_dir / "kendall.parquet")
+    for row in cat.head(HEADLINE_CONDITIONS).iter_rows(named=True):
+        where = label(row)
+        lines.append(
+            f"{where}: CAT {num(row['cat_score'], 1)} [{num(row['ci_low'], 1)}, {num(row['ci_high'], 1)}], "
+            f"p {num(row['cat_p'], 3)}, {row['n_countries']} countries"
+        )
+        taus = kendall.filter(*[pl.col(f) == row[f] for f in factors]) if factors else kendall
+        lines.append(
+            "  tau: "
+            + "; ".join(
+                f"{t['dimension'].upper()} {num(t['tau'])} [{num(t['ci_low'])}, {num(t['ci_high'])}] "
+                f"p {num(t['kendall_p'], 3)}"
+                for t in taus.iter_rows(named=True)
+            )
+        )
+    if cat.height > HEADLINE_CONDITIONS:
+        lines.append(f"… {cat.height - HEADLINE_CONDITIONS} more conditions in {analysis_dir / 'cat.parquet'}")
+    lines.extend(f"caveat: {c}" for c in summary.get("caveats", []))
+    if warnings := summary.get("warnings"):
+        lines.append(f"{len(warnings)} warning(s) in {analysis_dir / 'warnings.parquet'}")
+    return lines

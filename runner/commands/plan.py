@@ -33,12 +33,15 @@ def main(args: argparse.Namespace) -> int:
     """Print the plan summary (and K requests); exit 2 on a bad spec."""
     import json
 
-    from runner.sweep.accounting import plan_summary
-    from runner.sweep.plan import format_duration
+    from runner.sweep.accounting import format_duration, plan_summary
+    from runner.sweep.plan import distribution_repeats
     from runner.sweep.spec import load_spec
 
     spec = load_spec(args.spec)
     summary = plan_summary(spec)
+    for endpoint in spec.endpoints:  # distribution cells that only repeat a request (temperature × top_p)
+        cells, repeats = distribution_repeats(spec, endpoint)
+        summary["endpoints"][endpoint.name]["distribution_repeats"] = {"cells": cells, "repeats": repeats}
     shown = shown_requests(spec, args.show_prompts) if args.show_prompts else []
     if args.json:
         print(json.dumps({**summary, "prompts": shown} if args.show_prompts else summary, indent=2))
@@ -60,6 +63,14 @@ def main(args: argparse.Namespace) -> int:
                 + "; ".join(
                     f"{x} {_rate(rates[x]['input'])} / {_rate(rates[x]['output'])}" for x in ("online", "batch")
                 )
+            )
+        repeated = e["distribution_repeats"]
+        if repeated["repeats"]:
+            print(
+                f"    {repeated['repeats']} of its {repeated['cells']} distribution cells repeat another cell's "
+                "request: the first token's log-probabilities do not depend on temperature or top_p, so each "
+                "temperature × top_p group asks the same thing; one temperature and top_p would send "
+                f"{repeated['cells'] - repeated['repeats']} instead"
             )
     for name, how in summary.get("measurement_fallback", {}).items():
         print(f"  {name}: measurement distribution falls back to {how}")
@@ -86,9 +97,9 @@ def shown_requests(spec: Spec, k: int) -> list[dict[str, Any]]:
     import itertools
     import json
 
-    from runner.sweep.execute import request_for
     from runner.sweep.plan import select
     from runner.sweep.providers import conventional_key_env, provider_for
+    from runner.sweep.request import request_for
 
     selection = select(spec, limit=k)
     per_endpoint = [list(selection.iter_cells(spec, e)) for e in selection.endpoints]

@@ -68,15 +68,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # Exit status when the sweep finished but some cells failed for good: scripts must not mistake it for a
 # clean run, and it is distinct from a bad spec (2) and an interruption (130).
 EXIT_CELLS_FAILED = 3
-# An endpoint was stopped after consecutive 401/403/404 replies (bad key, unknown model): its cells were not
-# sent; fix the endpoint and run the same command again.
+# An endpoint was stopped (consecutive 401/403/404 replies or connection failures: bad key, unknown model, no
+# server; or a reply from another model than the spec's): its cells were not sent; fix it and run it again.
 EXIT_ENDPOINT_STOPPED = 4
 
 
 def main(args: argparse.Namespace) -> int:
     """Exit 0 when every cell was stored, 3 when the sweep finished with failed cells (retry them with
-    --retry-failed), 4 when an endpoint was stopped after fatal client errors (its cells remain), 130 when
-    interrupted (resumable), 2 on a bad spec or RUN_DIR."""
+    --retry-failed), 4 when an endpoint was stopped (fatal client errors, no server, another model; its cells
+    remain), 130 when interrupted (resumable), 2 on a bad spec or RUN_DIR."""
     import gc
     import sys
 
@@ -162,12 +162,12 @@ WARN_AFTER_S = 86400.0  # a sweep that cannot finish within a day is announced b
 def warn_if_long(spec: Spec, selection: Selection, stream: TextIO) -> float:
     """Print a warning to ``stream`` when the selected cells take more than a day at the endpoints' limits.
 
-    Each endpoint's least time comes from ``runner.sweep.plan.eta_s`` (its requests and tokens per minute,
+    Each endpoint's least time comes from ``runner.sweep.accounting.eta_s`` (its requests and tokens per minute,
     or its concurrency at an assumed reply time); endpoints run in parallel, so the sweep takes the longest.
     Counts the whole selection: cells stored by an earlier session are skipped, so a resume finishes sooner.
     Returns that estimate (seconds).
     """
-    from runner.sweep.plan import PlanEstimate, estimate, eta_s, format_duration
+    from runner.sweep.accounting import PlanEstimate, estimate, eta_s, format_duration
 
     longest, why = 0.0, ""
     for endpoint in selection.endpoints:

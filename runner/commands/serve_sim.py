@@ -93,7 +93,8 @@ def config_from_args(args: argparse.Namespace) -> object:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Serve until SIGTERM/SIGINT; the first stdout line is the base URL clients use."""
+    """Serve until SIGTERM/SIGINT; the first stdout line is the base URL clients use. A port that cannot be
+    listened on (busy, or a host not on this machine) is a one-line error, exit 2."""
     import asyncio
     import signal
     import sys
@@ -120,7 +121,14 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(serve())
-    except OSError as exc:
-        print(f"hofcat serve-sim: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
-        return 1
+    except OSError as exc:  # a bad --host/--port: exit 2 with one line, as serve-llm
+        import errno
+
+        from runner.errors import InputError
+
+        if exc.errno == errno.EADDRINUSE:
+            problem = f"is already in use ({exc.strerror})"
+        else:
+            problem = f"cannot be listened on ({exc.strerror or exc})"
+        raise InputError(f"--port {args.port}: {args.host}:{args.port} {problem}") from None
     return 0

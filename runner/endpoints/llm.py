@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import LLMError, ModelNotFoundError, NotInstalledError, PortInUseError, ServerStartError
+from runner.process import child_env, python_command
 
 # llama.cpp's server: the ``llm`` extra of hofcat installs this distribution (a prebuilt wheel, no compiling).
 SERVER_DISTRIBUTION = "xllamacpp"
@@ -216,13 +217,6 @@ def serve_until_stopped(
             signal.signal(sig, handler)
 
 
-def _child_env() -> dict[str, str]:
-    """This environment, with the directory holding ``runner`` first on the child's import path."""
-    root = str(Path(__file__).resolve().parents[2])  # runner/endpoints/llm.py -> the folder holding runner/
-    path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
-
-
 def _child_main(config_json: str) -> None:
     """Entry point of LocalLLM's child: serve, announce the URL on stdout, stop on signal or stdin EOF."""
     config = ServerConfig(**json.loads(config_json))
@@ -303,12 +297,12 @@ class LocalLLM:
         config_json = json.dumps(json.dumps(asdict(self.config)))
         code = f"from runner.endpoints.llm import _child_main; _child_main({config_json})"
         self._process = subprocess.Popen(
-            [sys.executable, "-c", code],
+            python_command("-c", code),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
             start_new_session=True,  # Ctrl-C reaches only the parent, which then stops the child in order
-            env=_child_env(),
+            env=child_env(),
         )
         try:
             self.root_url = self._read_url(started + self.start_timeout_s)

@@ -28,7 +28,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from runner.errors import RequestError, RunDirError, UsageError
+from runner.errors import RunDirError, UsageError
 from runner.extract.request import (
     CONSTRAINTS,
     DEFAULT_STATUSES,
@@ -46,13 +46,13 @@ from runner.rundir.layout import part_id, part_number
 from runner.rundir.schema import EXTRACTION_SCHEMA, ExtractionRow
 from runner.rundir.writer import now_iso
 from runner.survey.cell import PromptCell
-from runner.sweep.execute import api_key_for
+from runner.sweep.accounting import input_estimate
 from runner.sweep.limits import RateLimiter
 from runner.sweep.outcome import now_us
-from runner.sweep.plan import input_estimate
 from runner.sweep.providers import ChatRequest, Reply, provider_for
-from runner.sweep.retry import RetryPolicy, call_with_retries
-from runner.sweep.session import check_no_running_loop
+from runner.sweep.request import api_key_for
+from runner.sweep.retry import Attempt, RetryPolicy, attempting, call_with_retries
+from runner.sweep.session import blocking
 from runner.sweep.spec import EndpointConfig, Spec, spec_from_dict
 from runner.sweep.transport import Transport, TransportFactory, aiohttp_transport, redact, send
 
@@ -146,37 +146,6 @@ def _done(layout: RunDir, endpoint: EndpointConfig, retry_failed: bool) -> set[t
         for key, question, name, model, status in zip(*stored.to_pydict().values(), strict=True)
         if name == endpoint.name and model == endpoint.model and not (retry_failed and status == "failed")
     }
-
-
-def extract_answers(
-    run_dir: str | Path,
-    endpoint: EndpointConfig,
-    *,
-    statuses: Sequence[str] = DEFAULT_STATUSES,
-    constraint: str = "none",
-    retry_failed: bool = False,
-    limit: int | None = None,
-    max_tokens: int = 16,
-    batch_rows: int = 50,
-    seed: int = 0,
-    transport_factory: TransportFactory = aiohttp_transport,
-) -> ExtractResult:
-    """Blocking ``extract_answers_async`` (owns an event loop; inside a running loop await the async one)."""
-    check_no_running_loop("extract_answers", "extract_answers_async")
-    return asyncio.run(
-        extract_answers_async(
-            run_dir,
-            endpoint,
-            statuses=statuses,
-            constraint=constraint,
-            retry_failed=retry_failed,
-            limit=limit,
-            max_tokens=max_tokens,
-            batch_rows=batch_rows,
-            seed=seed,
-            transport_factory=transport_factory,
-        )
-    )
 
 
 async def extract_answers_async(
@@ -318,7 +287,7 @@ class _Work:
         charge = input_estimate(messages) + self.max_tokens
         started = now_us()
 
-        async def attempt() -> Reply:
+        async def attempt() -> Attempt[Reply]:
             ticket = (
                 None
                 if limiter.unlimited
@@ -326,8 +295,9 @@ class _Work:
             )
             reply = None
             try:
-                reply = await send(transport, self.provider, call)
-                return reply
+                result = await attempting(send(transport, self.provider, call))
+                reply = result.value
+                return result
             finally:
                 limiter.release(ticket, *((reply.input_tokens, reply.output_tokens) if reply else ()))
 
@@ -355,12 +325,11 @@ class _Work:
             started_at=started,
             finished_at=started,
         )
-        try:
-            reply, row.attempts = await call_with_retries(attempt, self.policy, sleep=asyncio.sleep, rng=self.rng)
-        except RequestError as exc:
-            row.attempts = getattr(exc, "attempts", 1)
-            row.http_status, row.error_class = exc.status, type(exc).__name__
-            row.error_message = redact(str(exc), [self.key])[:_MESSAGE_CHARS]
+        tried = await call_with_retries(attempt, self.policy, sleep=asyncio.sleep, rng=self.rng)
+        row.attempts, reply, error = tried.attempts, tried.last.value, tried.last.error
+        if error is not None:
+            row.http_status, row.error_class = error.status, type(error).__name__
+            row.error_message = redact(str(error), [self.key])[:_MESSAGE_CHARS]
         else:
             row.status, row.option_id, row.displayed = read_extraction(reply.text, candidate.cell, candidate.question)
             row.extractor_text, row.finish_reason, row.served_model = (
@@ -386,3 +355,6 @@ class _Work:
         self.writer.layout.dataset(DATASET).mkdir(exist_ok=True)
         self.writer.commit(DATASET, part_id(self.next_part, self.writer.token), table(rows, ExtractionRow))
         self.next_part += 1
+
+
+extract_answers = blocking(extract_answers_async)

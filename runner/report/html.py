@@ -85,6 +85,10 @@ def _asked(manifest: dict[str, Any], summary: dict[str, Any]) -> list[str]:
     models = [f"{e.get('model')} ({e.get('name')}, {e.get('provider')})" for e in spec.get("endpoints", [])]
     if models:
         facts.append("models: " + "; ".join(models))
+    for endpoint, entry in sorted((summary.get("served_models") or {}).items()):  # what the replies said answered
+        named = ", ".join(f"{name} ({n:,} replies)" for name, n in sorted(entry["served"].items()))
+        unreported = f"{entry['unreported']:,} replies named no model" if entry["unreported"] else ""
+        facts.append(f"served by {endpoint}: " + "; ".join(x for x in (named, unreported) if x))
     for key, label in (
         ("mode", "mode"),
         ("measurement", "measurement"),
@@ -153,7 +157,8 @@ def _caveats(t: dict[str, pl.DataFrame], summary: dict[str, Any], reference: Ref
     plain = []
     for w in warned:
         (by_kind[w["kind"]] if w.get("kind") in by_kind else plain).append(w)
-    notes = [str(w.get("message", w)) for w in plain[:CAVEATS_SHOWN]]
+    notes = [str(c) for c in summary.get("caveats", [])]  # what thin data could not support (analyze/coverage)
+    notes += [str(w.get("message", w)) for w in plain[:CAVEATS_SHOWN]]
     if len(plain) > CAVEATS_SHOWN:
         notes.append(f"… {len(plain) - CAVEATS_SHOWN} more warnings in the Warnings table (appendix)")
     if few := by_kind["few_countries"]:

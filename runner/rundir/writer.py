@@ -33,7 +33,7 @@ import os
 import platform
 import socket
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -110,10 +110,20 @@ class RunWriter:
         return self.layout.root
 
     @classmethod
-    def open_run(cls, run_dir: str | Path, manifest: dict[str, Any], *, batch_rows: int) -> RunWriter:
+    def open_run(
+        cls,
+        run_dir: str | Path,
+        manifest: dict[str, Any],
+        *,
+        batch_rows: int,
+        grow: Callable[[dict[str, Any]], None] | None = None,
+    ) -> RunWriter:
         """Lock ``run_dir`` for a sweep session (creating it), check or write its manifest, start a session entry.
 
-        A directory made by a spec with another hash, or holding parts without a manifest, raises ``RunDirError``.
+        A directory made by a spec with another hash is grown to this spec when ``grow`` (called with the stored
+        manifest, under the lock) accepts it by returning — it raises when the new spec would change stored
+        cells: the manifest then takes this spec and keeps every spec in ``spec_history``. Without ``grow``, or
+        for a directory holding parts without a manifest, ``RunDirError``.
         """
         layout = RunDir(Path(run_dir))
         try:
@@ -129,10 +139,13 @@ class RunWriter:
                     raise RunDirError(f"{layout.root}: holds Parquet parts but no manifest.json; use a new --out")
                 existing = {**manifest, "sessions": []}
             elif existing.get("spec_hash") != manifest["spec_hash"]:
-                raise RunDirError(
-                    f"{layout.root}: made by a spec with hash {existing.get('spec_hash')}, this spec's hash is "
-                    f"{manifest['spec_hash']}; resume with the same spec or choose a new --out"
-                )
+                if grow is None:
+                    raise RunDirError(
+                        f"{layout.root}: made by a spec with hash {existing.get('spec_hash')}, this spec's hash is "
+                        f"{manifest['spec_hash']}; resume with the same spec or choose a new --out"
+                    )
+                grow(existing)  # raises when the new spec would change what stored cells mean
+                _grown(existing, manifest)
             for d in DATASETS:
                 ensure_dir(layout.root, layout.dataset(d))
             writer = cls(layout, fd, existing, batch_rows, set(column(layout, "prompts", "prompt_hash")))
@@ -413,3 +426,25 @@ def _fsync(path: Path) -> None:
 def now_iso() -> str:
     """The current UTC time in ISO 8601, to the second (the manifest's timestamps)."""
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+# Manifest entries of the run itself, kept when a grown spec replaces the spec-derived ones.
+_RUN_ENTRIES = frozenset({"format", "run_id", "versions", "parser_version", "sessions", "reparses", "spec_history"})
+
+
+def _grown(existing: dict[str, Any], manifest: dict[str, Any]) -> None:
+    """``existing`` (a stored manifest) grown to the spec of ``manifest``: its spec-derived entries replaced,
+    every spec the run followed kept in ``spec_history`` with the session it took effect from (1-based)."""
+    history = existing.setdefault(
+        "spec_history", [{"spec_hash": existing.get("spec_hash"), "spec": existing.get("spec"), "from_session": 1}]
+    )
+    history.append(
+        {
+            "spec_hash": manifest["spec_hash"],
+            "spec": manifest.get("spec"),
+            "from_session": len(existing.get("sessions", [])) + 1,
+            "grown_at": now_iso(),
+            "planned_before": (existing.get("plan") or {}).get("cells"),
+        }
+    )
+    existing.update({k: v for k, v in manifest.items() if k not in _RUN_ENTRIES})

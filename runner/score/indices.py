@@ -6,7 +6,7 @@
 
 m_k is the mean answer (1–5) to question k over a group's respondents (Hofstede & Minkov, VSM 2013 manual).
 The CAT papers print MAS with 25(m08 − m10); 35 is the official weight and the one that reproduces CAT v1's
-published tables (METHODOLOGY.md, "Known discrepancies"). Everything here is vectorised: the indices of any
+published tables (docs/methodology.md, "Known discrepancies"). Everything here is vectorised: the indices of any
 number of groups are one product with a (24, 6) weight matrix (``exact=False``) or one integer computation.
 
 Exactness (``exact=True``, the default): an index is a rational — means of integer answers are sums over counts,

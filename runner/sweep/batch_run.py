@@ -128,7 +128,7 @@ class BatchRunner:
 
     def _requests(self, cells: Iterable[PlannedCell]) -> Iterator[tuple[PlannedCell, HttpCall]]:
         """Each cell with the provider request that asks it."""
-        from runner.sweep.execute import request_for
+        from runner.sweep.request import request_for
 
         for cell in cells:
             yield cell, self.provider.call(self.endpoint.base_url, self.api_key, request_for(cell))
@@ -285,9 +285,9 @@ class BatchRunner:
 
     def _store(self, entry: BatchEntry, cell: PlannedCell, result: BatchResult, retry: list[PlannedCell]) -> None:
         """Buffer one result as a row, or queue its cell for another batch while retries remain."""
-        from runner.sweep.execute import _rendered
+        from runner.sweep.request import rendered
 
-        _, messages_json, prompt_hash, _ = _rendered(cell.prompt)
+        _, messages_json, prompt_hash, _ = rendered(cell.prompt)
         started = int(entry.created_unix * 1e6)
         error: RequestError | None = None
         reply = None
@@ -319,7 +319,7 @@ class BatchRunner:
 
 def _probe_request(spec: Spec, endpoint: EndpointConfig):
     """A request of the endpoint's first cell: only its headers are used (the credentials a batch call sends)."""
-    from runner.sweep.execute import request_for
+    from runner.sweep.request import request_for
 
     first = next(iter_cells(spec, endpoint))
     return request_for(first)

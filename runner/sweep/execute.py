@@ -26,42 +26,45 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import errno
-import hashlib
+import functools
 import json
-import os
 import random
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from asyncio_pool import AioPool
 
-from runner.errors import FatalRequestError, Interrupted, RateLimited, RequestError, RetryableError, SpecError
+from runner.errors import ConnectionFailed, FatalRequestError, Interrupted, RateLimited, RequestError, RetryableError
 from runner.rundir import Batch, Committed, RunWriter, store_error
 from runner.rundir.admissions import AdmissionLog
-from runner.survey.cell import PromptCell
+from runner.survey.models import is_requested_model
 from runner.sweep.limits import AdaptiveConcurrency, RateLimiter
 from runner.sweep.outcome import Outcome, now_us, response_row
-from runner.sweep.plan import PlannedCell, input_estimate
+from runner.sweep.plan import PlannedCell
 from runner.sweep.progress import EndpointStats, Progress, RunStats
-from runner.sweep.providers import (
-    ChatRequest,
-    Provider,
-    conventional_key_env,
-    get_provider,
-    no_credentials_note,
-    provider_for,
-)
-from runner.sweep.retry import RetryPolicy, call_with_retries
+from runner.sweep.providers import HttpCall, Provider, Reply, no_credentials_note, provider_for
+from runner.sweep.remaining import Unstored
+from runner.sweep.request import api_key_for, rendered, request_for
+from runner.sweep.retry import Attempt, RetryPolicy, attempting, call_with_retries
 from runner.sweep.spec import EndpointConfig
 from runner.sweep.transport import Transport, TransportFactory, aiohttp_transport, redact, send
 
 FLUSH_RETRY_WAITS_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # waits between attempts at one flush (~31 s in all)
-# Statuses that say the endpoint itself is wrong (key, permission, model name): a streak of them stops it.
+# Statuses that say the endpoint itself is wrong (key, permission, model name): a streak of them stops it, as
+# does a streak of attempts that reached no server (ConnectionFailed: refused, DNS, TLS, reset before a reply).
 ENDPOINT_FATAL = {401: "check api_key_env and the key it names", 403: "check api_key_env and the key's permissions"}
 ENDPOINT_FATAL_DEFAULT_HINT = "check the model name and base_url"  # 404
+LAST_FAILURE_CHARS = 100  # of an endpoint's last failure, on the progress line
+
+
+def endpoint_fatal(error: RequestError | None) -> bool:
+    """Whether a failed attempt says the endpoint is wrong or down rather than the request: HTTP 401/403/404, or no
+    server reached."""
+    return isinstance(error, ConnectionFailed) or (
+        isinstance(error, FatalRequestError) and error.status in (401, 403, 404)
+    )
 
 
 @dataclass
@@ -77,51 +80,12 @@ class Endpoint:
     policy: RetryPolicy
     pool: AioPool
     stats: EndpointStats
-    # Consecutive endpoint-fatal failures (401/403/404), held back unstored until the streak is broken.
+    # Cells whose last attempt was endpoint-fatal (``endpoint_fatal``), held back unstored until the streak ends:
+    # stored as their own failures when a reply breaks it, left unsent when it stops the endpoint.
     fatal_streak: list[tuple[PlannedCell, str, str, Outcome]] = field(default_factory=list)
+    streak: int = 0  # consecutive endpoint-fatal attempts, in the order they ended; any reply resets it
     stopped: str | None = None  # why the endpoint was stopped; its remaining cells stay unsent
-
-
-@dataclass
-class RunResult:
-    """How a session ended: cells stored, failed, already stored before, and whether it was interrupted.
-
-    ``failed_before``: planned cells skipped because an earlier session recorded a failure for them (not
-    retried without ``--retry-failed``); with ``failed`` they are the planned cells still without a reply.
-    ``stopped_endpoints``: endpoints stopped after ``stop_after_fatal`` consecutive 401/403/404 replies.
-    """
-
-    stored: int
-    failed: int
-    already_stored: int
-    interrupted: bool
-    unsupported: dict[str, list[str]] = field(default_factory=dict)
-    failed_before: int = 0
-    stopped_endpoints: dict[str, str] = field(default_factory=dict)  # name → why (fatal 4xx); cells remain
-    pending_batches: int = 0  # provider batches still open when the session ended (execution = "batch")
-
-
-def api_key_for(endpoint: EndpointConfig, source: str = "spec") -> str | None:
-    """The endpoint's API key from its ``api_key_env`` variable; ``SpecError`` when that variable is unset.
-
-    Without ``api_key_env``: the provider's conventional variable (``OPENAI_API_KEY``, ...) when the endpoint
-    is the provider's own host and it is set, else None.
-    """
-    if endpoint.api_key_env is None:
-        conventional = conventional_key_env(endpoint)
-        return (os.environ.get(conventional) or None) if conventional else None
-    key = os.environ.get(endpoint.api_key_env)
-    if not key:
-        raise SpecError(
-            f"{source}: endpoints.{endpoint.name}.api_key_env = {endpoint.api_key_env!r}: "
-            "must name a set, non-empty environment variable"
-        )
-    return key
-
-
-def unsupported_parameters(endpoint: EndpointConfig) -> list[str]:
-    """Sampling parameters of the plan that this endpoint's provider cannot pass on."""
-    return sorted(get_provider(endpoint.provider).unsupported)
+    halted: asyncio.Event = field(default_factory=asyncio.Event)  # set with ``stopped``: ends its retries' waits
 
 
 class Executor:
@@ -201,7 +165,7 @@ class Executor:
         try:
             producers = []
             for config, cells in work:
-                if isinstance(cells, tuple | list) and not cells:
+                if isinstance(cells, Unstored) and cells.known_empty:
                     continue  # known to have nothing left (a finished run): no transport, no connection pool
                 endpoint = self._open_endpoint(config)
                 endpoints.append(endpoint)
@@ -243,9 +207,8 @@ class Executor:
         )
         gate = AdaptiveConcurrency(config.max_concurrency, clock=self._clock)
         stats = self.stats.endpoints.setdefault(config.name, EndpointStats(config.name, rpw, config.max_concurrency))
-        stats.in_flight = lambda: gate.in_flight
+        stats.gauge = gate
         stats.planned = self.stats.planned.get(config.name, stats.planned)
-        stats.concurrency_limit = lambda: gate.limit
         transport = self.transport_factory(config)
         return Endpoint(
             config,
@@ -260,11 +223,17 @@ class Executor:
         )
 
     async def _produce(self, endpoint: Endpoint, cells: Iterable[PlannedCell]) -> None:
-        """Fill the endpoint's pool with ``max_concurrency`` workers that take cells from one lazy iterator."""
-        shared = self._counting_skips(endpoint, cells)  # next() never awaits: each cell goes to exactly one worker
+        """Fill the endpoint's pool with ``max_concurrency`` workers that take cells from one lazy iterator.
+
+        ``Unstored`` cells (``runner.sweep.remaining``) count the stored cells they skip: the endpoint's
+        ``already_stored`` is read from them as they go (its own ETA)."""
+        shared = iter(cells)  # next() never awaits: each cell goes to exactly one worker
+        skips = shared if isinstance(shared, Unstored) else None
 
         async def worker() -> None:
             for cell in shared:
+                if skips is not None:
+                    endpoint.stats.already_stored = skips.already_stored
                 if endpoint.stopped is not None:
                     break
                 await self._do_cell(endpoint, cell)
@@ -275,22 +244,9 @@ class Executor:
             future = await endpoint.pool.spawn(worker())
             future.add_done_callback(self._note_bug)
         await endpoint.pool.join()
-
-    def _counting_skips(self, endpoint: Endpoint, cells: Iterable[PlannedCell]) -> Iterator[PlannedCell]:
-        """``cells``, crediting this endpoint with the stored-before cells the session's filter skips meanwhile.
-
-        The filter counts skips in ``RunStats.already_stored`` as it is iterated; one generator runs at a time,
-        so the growth across one ``next`` is this endpoint's (for its own ETA), at no cost per skipped cell.
-        """
-        it = iter(cells)
-        stats = self.stats
-        while True:
-            before = stats.already_stored
-            cell = next(it, None)
-            endpoint.stats.already_stored += stats.already_stored - before
-            if cell is None:
-                return
-            yield cell
+        if skips is not None:
+            endpoint.stats.already_stored = skips.already_stored
+        endpoint.stats.finished = endpoint.stopped is None and not self._stop.is_set()  # its ETA is 0 from now
 
     def _note_bug(self, future: asyncio.Future) -> None:
         if future.cancelled():
@@ -303,85 +259,90 @@ class Executor:
             self._stop.set()
 
     async def _do_cell(self, endpoint: Endpoint, cell: PlannedCell) -> None:
-        messages, messages_json, prompt_hash, input_estimate = _rendered(cell.prompt)
+        """Send one cell under the retry policy and store its outcome (or hold it in a fatal streak, or leave it
+        unstored when a stop cut its retries short)."""
+        prompt = rendered(cell.prompt)
         s = cell.sampling
-        request = request_for(cell, messages, messages_json)
-        call = endpoint.provider.call(endpoint.config.base_url, endpoint.api_key, request)
+        call = endpoint.provider.call(endpoint.config.base_url, endpoint.api_key, request_for(cell, prompt))
         started = now_us()
-        last: dict[str, float | int | None] = {"latency_s": None, "status": None}
-
-        async def attempt():
-            if self._stop.is_set():
-                raise Interrupted("stopping: no new attempts")
-            if not endpoint.gate.try_acquire():
-                await endpoint.gate.acquire(self._sleep)
-            try:
-                if self._stop.is_set():
-                    raise Interrupted("stopping: no new attempts")
-                ticket = (
-                    None
-                    if endpoint.limiter.unlimited
-                    else (
-                        await endpoint.limiter.acquire(
-                            input_estimate + s.max_tokens, self._sleep, output_reserve=s.max_tokens
-                        )
-                    )
-                )
-                t0 = time.monotonic()
-                reply = None
-                try:
-                    reply = await send(endpoint.transport, endpoint.provider, call)
-                except RequestError as exc:
-                    last["status"] = exc.status
-                    if isinstance(exc, RateLimited):
-                        endpoint.stats.rate_limited += 1
-                        endpoint.gate.on_rate_limited(endpoint.policy.server_wait_s(exc.retry_after_s))
-                    raise
-                finally:
-                    last["latency_s"] = time.monotonic() - t0
-                    if reply is None:
-                        endpoint.limiter.release(ticket)
-                    else:
-                        endpoint.limiter.release(ticket, reply.input_tokens, reply.output_tokens)
-                last["status"] = 200
-                endpoint.gate.on_success()
-                return reply
-            finally:
-                endpoint.gate.release()
-
-        def on_retry(exc: BaseException, wait_s: float) -> None:
-            endpoint.stats.retries += 1
-            self.stats.retries += 1
-            asked = getattr(exc, "retry_after_s", None)
-            if asked is not None and asked > endpoint.policy.max_retry_wait_s:
-                self._note_capped_wait(endpoint, asked)
-
+        attempt = functools.partial(self._attempt, endpoint, call, prompt.input_estimate + s.max_tokens, s.max_tokens)
         try:
-            reply, attempts = await call_with_retries(
-                attempt, endpoint.policy, sleep=self._sleep, on_retry=on_retry, rng=self.rng
+            tried = await call_with_retries(
+                attempt,
+                endpoint.policy,
+                sleep=functools.partial(self._sleep, endpoint=endpoint),
+                on_retry=functools.partial(self._on_retry, endpoint),
+                rng=self.rng,
             )
-            outcome = Outcome(reply, None, attempts, last["latency_s"], 200, started, now_us())
+        except Interrupted:
+            return
+        last, error = tried.last, tried.last.error
+        if error is None:
+            reply = last.value
+            if not self._served_as_asked(endpoint, reply):
+                return  # another model answered: the endpoint is stopped, the cell stays unsent
+            outcome = Outcome(reply, None, tried.attempts, last.latency_s, 200, started, now_us())
             self.stats.done += 1
             endpoint.stats.done += 1
             self.stats.input_tokens += reply.input_tokens or 0
             self.stats.output_tokens += reply.output_tokens or 0
-        except Interrupted:
-            return
-        except RequestError as exc:
-            attempts = getattr(exc, "attempts", 1)
-            if self._stop.is_set() and isinstance(exc, RetryableError) and attempts <= endpoint.policy.max_retries:
+        else:
+            if (
+                self._stop.is_set()
+                and isinstance(error, RetryableError)
+                and tried.attempts <= endpoint.policy.max_retries
+            ):
                 return  # retries were cut short by the stop: leave the cell for the next run
-            exc.args = (self._redact(str(exc)),)
-            outcome = Outcome(None, exc, attempts, last["latency_s"], exc.status, started, now_us())
-            if isinstance(exc, FatalRequestError) and exc.status in (401, 403, 404):
-                self._on_endpoint_fatal(endpoint, (cell, prompt_hash, messages_json, outcome))
+            error.args = (self._redact(str(error)),)
+            outcome = Outcome(None, error, tried.attempts, last.latency_s, error.status, started, now_us())
+            if endpoint_fatal(error):  # held until the streak ends: the endpoint's failure, maybe not the cell's
+                self._hold(endpoint, (cell, prompt.prompt_hash, prompt.messages_json, outcome))
                 return
             self.stats.failed += 1
             endpoint.stats.failed += 1
         self._settle_fatal_streak(endpoint)  # any other outcome breaks a streak: those were the cells' own
-        self._store(cell, prompt_hash, messages_json, outcome)
+        self._store(cell, prompt.prompt_hash, prompt.messages_json, outcome)
         if self.writer.buffered >= 2 * self.writer.batch_rows:  # the flusher is behind: wait for it
             await self.flush()
+
+    async def _attempt(self, endpoint: Endpoint, call: HttpCall, charge: int, reserve: int) -> Attempt[Reply]:
+        """One attempt at ``call``: a slot of the endpoint's concurrency cap, a rate-limit charge of ``charge``
+        tokens (``reserve`` of them for output), the request; its result. ``Interrupted`` when the run stops."""
+        if self._stop.is_set() or endpoint.stopped is not None:
+            raise Interrupted("stopping: no new attempts")
+        gate, limiter = endpoint.gate, endpoint.limiter
+        if not gate.try_acquire():
+            await gate.acquire(self._sleep)
+        try:
+            if self._stop.is_set():
+                raise Interrupted("stopping: no new attempts")
+            ticket = None if limiter.unlimited else await limiter.acquire(charge, self._sleep, output_reserve=reserve)
+            reply = None
+            try:
+                result = await attempting(send(endpoint.transport, endpoint.provider, call))
+                reply = result.value
+            finally:
+                if reply is None:
+                    limiter.release(ticket)
+                else:
+                    limiter.release(ticket, reply.input_tokens, reply.output_tokens)
+            if reply is not None:
+                gate.on_success()
+            elif isinstance(result.error, RateLimited):
+                endpoint.stats.rate_limited += 1
+                gate.on_rate_limited(endpoint.policy.server_wait_s(result.error.retry_after_s))
+            self._count_attempt(endpoint, result.error)
+            return result
+        finally:
+            gate.release()
+
+    def _on_retry(self, endpoint: Endpoint, error: RequestError, wait_s: float) -> None:
+        """A retry is coming: count it; note a server wait longer than ``max_retry_wait_s``."""
+        endpoint.stats.retries += 1
+        self.stats.retries += 1
+        asked = error.retry_after_s
+        if asked is not None and asked > endpoint.policy.max_retry_wait_s:
+            self._note_capped_wait(endpoint, asked)
 
     def _store(self, cell: PlannedCell, prompt_hash: str, messages_json: str, outcome: Outcome) -> None:
         """Buffer a cell's outcome (and its prompt) in the writer; commit when the buffer is full."""
@@ -390,24 +351,62 @@ class Executor:
         if self.writer.full:
             self._flush_due.set()
 
-    def _on_endpoint_fatal(self, endpoint: Endpoint, held: tuple[PlannedCell, str, str, Outcome]) -> None:
-        """A 401/403/404: hold the outcome back; ``stop_after_fatal`` in a row stop the endpoint, cells unstored."""
-        if endpoint.stopped is not None:
-            return  # came back after the stop: the cell stays remaining like the others
-        endpoint.fatal_streak.append(held)
-        if len(endpoint.fatal_streak) < endpoint.config.stop_after_fatal:
+    def _hold(self, endpoint: Endpoint, held: tuple[PlannedCell, str, str, Outcome]) -> None:
+        """A cell whose last attempt was endpoint-fatal: held back until the endpoint's streak ends."""
+        if endpoint.stopped is None:  # after the stop, the cell stays remaining like the others
+            endpoint.fatal_streak.append(held)
+
+    def _count_attempt(self, endpoint: Endpoint, error: RequestError | None) -> None:
+        """Count an attempt's result in the endpoint's streak and show its failure; ``stop_after_fatal``
+        endpoint-fatal attempts in a row stop the endpoint (its cells unsent), any reply resets the streak."""
+        if error is not None:
+            text = " ".join(self._redact(str(error)).split())
+            endpoint.stats.last_failure = f"{type(error).__name__}: {text}"[:LAST_FAILURE_CHARS]
+        if not endpoint_fatal(error):
+            endpoint.streak = 0
             return
-        error = held[3].error
-        hint = ENDPOINT_FATAL.get(error.status, ENDPOINT_FATAL_DEFAULT_HINT)
+        endpoint.streak += 1
+        if endpoint.streak < endpoint.config.stop_after_fatal or endpoint.stopped is not None:
+            return
+        config = endpoint.config
+        where = f"base_url = {config.base_url}" + (" or its replicas" if config.base_urls else "")
+        if isinstance(error, ConnectionFailed):
+            what = "connection failures"
+            hint = f"is a server listening there? check {where}"
+        else:
+            what = f"HTTP {error.status} replies"  # type: ignore[union-attr]
+            hint = ENDPOINT_FATAL.get(error.status, ENDPOINT_FATAL_DEFAULT_HINT)  # type: ignore[union-attr]
+            hint = f"{hint}; {where}"
+        text = " ".join(self._redact(str(error)).split())
+        self._stop_endpoint(endpoint, f"stopped after {endpoint.streak} consecutive {what}: {text} ({hint})")
+
+    def _stop_endpoint(self, endpoint: Endpoint, why: str) -> None:
+        """Stop ``endpoint``: no new attempts, retries cut short, held cells dropped — all left unsent for a rerun."""
         endpoint.stopped = (
-            f"endpoint {endpoint.config.name!r} stopped after {len(endpoint.fatal_streak)} consecutive HTTP "
-            f"{error.status} replies: {str(error).replace(chr(10), ' ')} ({hint}); its remaining cells were not "
-            "sent and stay to be run"
+            f"endpoint {endpoint.config.name!r} {why}; its remaining cells were not sent and stay to be run"
         )
-        endpoint.fatal_streak.clear()  # not failed for good: a fixed key or model name and a rerun resumes them
+        endpoint.fatal_streak.clear()  # not failed for good: a fixed endpoint and a rerun resume them
+        endpoint.halted.set()
         self.stats.stopped_endpoints[endpoint.config.name] = endpoint.stopped
         endpoint.stats.stopped = True
         self.progress.note(endpoint.stopped)
+
+    def _served_as_asked(self, endpoint: Endpoint, reply: Reply) -> bool:
+        """Whether the reply's model is the one the spec asked for (``runner.survey.models``; a reply that names
+        none passes); counts it. Another model stops the endpoint: the model asked for is the model measured."""
+        served, config = reply.served_model, endpoint.config
+        if served is None or is_requested_model(config.model, served, config.served_models):
+            if served is not None:
+                counts = self.stats.served_models.setdefault(config.name, {})
+                counts[served] = counts.get(served, 0) + 1
+            return True
+        if endpoint.stopped is None:
+            self._stop_endpoint(
+                endpoint,
+                f"stopped: asked for model {config.model!r}, the server answered as {served!r} (at {config.base_url}); "
+                f"fix model, or accept it with served_models = [{json.dumps(served)}] in its [[endpoints]] table",
+            )
+        return False
 
     def _settle_fatal_streak(self, endpoint: Endpoint) -> None:
         """A streak too short to stop the endpoint: those were failures of their own cells; store them."""
@@ -428,20 +427,34 @@ class Executor:
                 "session record as capped_retry_waits)"
             )
 
-    async def _sleep(self, seconds: float) -> None:
-        """Sleep, unless the run is stopping: then raise ``Interrupted`` (at once, or when the stop comes)."""
-        if self._stop.is_set():
+    async def _sleep(self, seconds: float, endpoint: Endpoint | None = None) -> None:
+        """Sleep, unless the run (or ``endpoint``) is stopping: then raise ``Interrupted`` (at once, or when the
+        stop comes)."""
+
+        def stopping() -> bool:
+            return self._stop.is_set() or (endpoint is not None and endpoint.stopped is not None)
+
+        if stopping():
             raise Interrupted("stopping")
         if self._wait is not None:
             await self._wait(seconds)
-            if self._stop.is_set():
+            if stopping():
                 raise Interrupted("stopping")
             return
+        if endpoint is None:
+            try:
+                await asyncio.wait_for(self._stop.wait(), seconds)
+            except TimeoutError:
+                return
+            raise Interrupted("stopping")
+        waits = [asyncio.ensure_future(self._stop.wait()), asyncio.ensure_future(endpoint.halted.wait())]
         try:
-            await asyncio.wait_for(self._stop.wait(), seconds)
-        except TimeoutError:
-            return
-        raise Interrupted("stopping")
+            done, _ = await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+        if done:
+            raise Interrupted("stopping")
 
     async def _flush_periodically(self) -> None:
         """The flusher: every ``flush_interval_s``, or when a batch is full, until the run closes; a flush that
@@ -523,43 +536,3 @@ class Executor:
 
     def _redact(self, text: str) -> str:
         return redact(text, self._secrets)
-
-
-def prompt_estimate(prompt: PromptCell) -> int:
-    """Estimated input tokens of a prompt's messages (characters / 4, plus 4 per message)."""
-    return _rendered(prompt)[3]
-
-
-def request_for(
-    cell: PlannedCell, messages: list[dict[str, str]] | None = None, messages_json: str | None = None
-) -> ChatRequest:
-    """The request a cell sends (its endpoint's model, prompt messages and their JSON, sampling), before the
-    provider maps it to HTTP; ``messages``/``messages_json`` when the caller has rendered them already.
-
-    The one place a cell becomes a request: the executor sends it, ``hofcat plan --show-prompts`` prints it.
-    """
-    if messages is None:
-        messages, messages_json = _rendered(cell.prompt)[:2]
-    s = cell.sampling
-    return ChatRequest(
-        cell.endpoint.model,
-        messages,
-        s.seed,
-        s.temperature,
-        s.top_p,
-        s.max_tokens,
-        messages_json,
-        s.constraint,
-        top_logprobs=s.top_logprobs,
-    )
-
-
-@lru_cache(maxsize=8192)
-def _rendered(prompt: PromptCell) -> tuple[list[dict[str, str]], str, str, int]:
-    """Messages, their canonical JSON, its 16-hex-digit hash and the input-token estimate of a prompt."""
-    from runner.survey.prompts import build_messages
-
-    messages = build_messages(prompt)
-    text = json.dumps(messages, ensure_ascii=False, separators=(",", ":"))
-    estimate = input_estimate(messages)
-    return messages, text, hashlib.sha256(text.encode()).hexdigest()[:16], estimate

@@ -17,8 +17,7 @@ import hashlib
 import itertools
 import json
 import math
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -27,7 +26,6 @@ from runner.survey.cell import CANONICAL_ORDER, Framing, PromptCell
 from runner.sweep.spec import DesignConfig, EndpointConfig, Spec
 
 KEY_HEX_DIGITS = 32
-CHARS_PER_TOKEN = 4  # input-token estimate before the server reports usage
 REVERSED_ORDER: tuple[int, ...] = tuple(reversed(CANONICAL_ORDER))  # design.option_order = "reversed"
 
 
@@ -199,7 +197,7 @@ def count_cells(spec: Spec) -> int:
     return sum(endpoint_cell_count(spec, e) for e in spec.endpoints)
 
 
-def _prompt_count(spec: Spec, endpoint: EndpointConfig) -> int:
+def prompt_count(spec: Spec, endpoint: EndpointConfig) -> int:
     """Distinct prompts (before option shuffles) of one endpoint: modes' question sets × languages × framings × ..."""
     d = spec.design_for(endpoint)
     sets = sum(len(question_sets(spec, endpoint, m)) for m in d.modes)
@@ -207,7 +205,7 @@ def _prompt_count(spec: Spec, endpoint: EndpointConfig) -> int:
     return sets * per_set * len(d.option_labels)
 
 
-def _sampling_count(d: DesignConfig, provider: str) -> int:
+def sampling_count(d: DesignConfig, provider: str) -> int:
     """``len(_samplings(d, provider))`` by arithmetic: the sampling grid, K draws per fallback distribution cell."""
     from runner.sweep.providers.logprobs import supports_logprobs
 
@@ -216,110 +214,18 @@ def _sampling_count(d: DesignConfig, provider: str) -> int:
     return grid * per
 
 
-@dataclass(frozen=True, slots=True)
-class PlanEstimate:
-    """One endpoint's share of a plan: cells, input tokens (estimate and bound), output tokens at most."""
+def distribution_repeats(spec: Spec, endpoint: EndpointConfig) -> tuple[int, int]:
+    """(distribution cells, of them repeats) of ``endpoint``: a distribution cell reads the first token's
+    log-probabilities, which temperature and top_p do not change, so of each temperature × top_p group of
+    otherwise equal cells all but one send the same request again. (0, 0) where the cells are K samples."""
+    from runner.sweep.providers.logprobs import supports_logprobs
 
-    cells: int
-    input_tokens: int  # characters of the rendered messages / 4, + 4 per message (``execute.prompt_estimate``)
-    output_tokens: int  # every request's max_tokens: no server returns more
-    input_bound: int = 0  # UTF-8 bytes of the messages + TEMPLATE_TOKENS per message and per request (see below)
-
-
-# Upper bound on input tokens, for tokenizers whose every token covers at least one byte of text (byte-level BPE:
-# GPT, Llama 3, Qwen, SmolLM2; SentencePiece with byte fallback: Llama 2, Gemma, Mistral — plus one "▁" per
-# message): UTF-8 bytes of each message's content, plus at most TEMPLATE_TOKENS per message for the chat template
-# (OpenAI documents 3-4; ChatML, Llama 3 and Gemma templates add 4-6) and TEMPLATE_TOKENS per request (priming,
-# BOS). ``hofcat plan --tokenize`` replaces the bound by exact counts from a llama.cpp server's own tokenizer.
-TEMPLATE_TOKENS = 8
-
-
-def estimate(spec: Spec, endpoint: EndpointConfig) -> PlanEstimate:
-    """Cells and tokens of ``endpoint``'s part of the plan, by arithmetic over factor sizes (no cell is made).
-
-    Tokens count every distinct prompt once times the samplings that send it. The input estimate of a prompt
-    is separable, as the templates are: system text (reply format) + framing text + question text. So each
-    framing and each question set is rendered once per language, mode and format, and the sum over their
-    product comes from the counts of the distinct lengths. The separation is checked on one more prompt and,
-    should a template ever join framing and question, every prompt is rendered instead. Option orders only
-    permute the options (the length stays), so the canonical order stands for all; option labels change it,
-    so the bound sums over them.
-    """
     d = spec.design_for(endpoint)
-    samplings = _sampling_count(d, endpoint.provider)
-    grid = samplings // len(d.max_tokens)  # samplings per max_tokens level
-    prompts = _prompt_count(spec, endpoint)
-    fs = framings(spec, endpoint)
-    total = bound = 0
-    for mode, language, fmt in itertools.product(d.modes, d.languages, d.reply_formats):
-        sets = question_sets(spec, endpoint, mode)
-        total += _prompt_tokens(language, mode, fmt, fs, sets, _ESTIMATE)
-        bound += sum(_prompt_tokens(language, mode, fmt, fs, sets, _BOUND, labels) for labels in d.option_labels)
-    return PlanEstimate(
-        cells=prompts * samplings,
-        input_tokens=total * len(d.option_orders) * len(d.option_labels) * samplings,  # labels: about equal length
-        output_tokens=prompts * grid * sum(d.max_tokens),
-        input_bound=bound * len(d.option_orders) * samplings,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _Measure:
-    """How a prompt's size is counted: per-text size, size units per token, tokens per message and per request."""
-
-    size: Callable[[str], int]
-    per_token: int
-    per_message: int
-    per_request: int
-
-
-_ESTIMATE = _Measure(len, CHARS_PER_TOKEN, 4, 0)
-_BOUND = _Measure(lambda text: len(text.encode("utf-8", "surrogatepass")), 1, TEMPLATE_TOKENS, TEMPLATE_TOKENS)
-
-
-def _prompt_tokens(
-    language: str,
-    mode: str,
-    fmt: str,
-    fs: tuple[Framing, ...],
-    sets: tuple[tuple[int, ...], ...],
-    measure: _Measure,
-    labels: str = "digits",
-) -> int:
-    """Σ over framings × question sets of the prompts' sizes in tokens under ``measure`` (see ``estimate``)."""
-    from runner.survey.prompts import build_messages
-
-    def cell(framing: Framing, questions: tuple[int, ...]) -> PromptCell:
-        return PromptCell(language, mode, questions, framing, CANONICAL_ORDER, fmt, labels)
-
-    def prompt_tokens(prompt: PromptCell) -> int:
-        messages = build_messages(prompt)
-        size = sum(measure.size(m["content"]) for m in messages)
-        return size // measure.per_token + measure.per_message * len(messages) + measure.per_request
-
-    def chars(framing: Framing, questions: tuple[int, ...]) -> tuple[int, int]:
-        messages = build_messages(cell(framing, questions))
-        return sum(measure.size(m["content"]) for m in messages), len(messages)
-
-    base, n_messages = chars(fs[0], sets[0])
-    by_framing = Counter(chars(f, sets[0])[0] for f in fs)
-    by_questions = Counter(chars(fs[0], q)[0] - base for q in sets)
-    if chars(fs[-1], sets[-1])[0] != chars(fs[-1], sets[0])[0] + chars(fs[0], sets[-1])[0] - base:
-        return sum(prompt_tokens(cell(f, q)) for f in fs for q in sets)  # not separable: every prompt, rendered
-    overhead = measure.per_message * n_messages + measure.per_request
-    return sum(
-        nf * nq * ((a + b) // measure.per_token) for a, nf in by_framing.items() for b, nq in by_questions.items()
-    ) + overhead * len(fs) * len(sets)
-
-
-def input_bound(messages: list[dict[str, str]]) -> int:
-    """Most input tokens chat messages can take (``TEMPLATE_TOKENS``): UTF-8 bytes plus the template's tokens."""
-    return _BOUND.per_message * len(messages) + _BOUND.per_request + sum(_BOUND.size(m["content"]) for m in messages)
-
-
-def input_estimate(messages: list[dict[str, str]]) -> int:
-    """Estimated input tokens of chat messages: their characters / ``CHARS_PER_TOKEN``, plus 4 per message."""
-    return sum(len(m["content"]) for m in messages) // CHARS_PER_TOKEN + 4 * len(messages)
+    if "distribution" not in d.measurements or not supports_logprobs(endpoint.provider):
+        return 0, 0
+    group = len(d.temperature) * len(d.top_p)
+    cells = prompt_count(spec, endpoint) * len(d.seeds) * len(d.max_tokens) * len(d.constraints) * group
+    return cells, cells - cells // group
 
 
 def validate_plan(spec: Spec) -> None:
@@ -374,7 +280,7 @@ def cells_at(spec: Spec, endpoint: EndpointConfig, ordinals: Iterable[int]) -> I
 
 def endpoint_cell_count(spec: Spec, endpoint: EndpointConfig) -> int:
     """Number of ``endpoint``'s cells in the plan, by arithmetic (no cell is generated)."""
-    return _prompt_count(spec, endpoint) * _sampling_count(spec.design_for(endpoint), endpoint.provider)
+    return prompt_count(spec, endpoint) * sampling_count(spec.design_for(endpoint), endpoint.provider)
 
 
 def iter_keys(spec: Spec) -> Iterator[str]:
@@ -444,27 +350,56 @@ def _unrank(axes: Sequence[Sequence], index: int) -> list:
     return out[::-1]
 
 
+SAMPLINGS_HELD = 1 << 16  # a design's samplings made at once up to this many; a larger grid is made as indexed
+
+
 @lru_cache(maxsize=64)  # a design of 10^4 seeds takes ~0.3 s to serialize; a resume asks for it several times
-def _samplings(d: DesignConfig, provider: str) -> tuple[tuple[Sampling, bytes], ...]:
+def _samplings(d: DesignConfig, provider: str) -> Sequence[tuple[Sampling, bytes]]:
     """Every sampling of design ``d`` for one provider, with its key tail, in plan order (measurement last).
 
     A distribution cell asks for ``top_logprobs`` alternatives where the provider's API returns them, and
     becomes ``samples_per_cell`` sampled replies (draws 0…K-1) where it cannot (``measurement_fallback``).
+    Up to ``SAMPLINGS_HELD`` of them are made at once; a larger grid (10^5 seeds × a temperature × top_p grid is
+    10^7 samplings, gigabytes) is a ``SamplingGrid`` that makes each one when indexed, so a pilot of a huge plan
+    holds only what it sends.
     """
-    from runner.sweep.providers.logprobs import supports_logprobs
+    grid = SamplingGrid(d, provider)
+    return tuple(grid[i] for i in range(len(grid))) if len(grid) <= SAMPLINGS_HELD else grid
 
-    out = []
-    for *base, measurement in itertools.product(
-        d.seeds, d.temperature, d.top_p, d.max_tokens, d.constraints, d.measurements
-    ):
+
+class SamplingGrid(Sequence[tuple[Sampling, bytes]]):
+    """A design's samplings with their key tails, by position, made when indexed (``_samplings``' order)."""
+
+    def __init__(self, d: DesignConfig, provider: str) -> None:
+        from runner.sweep.providers.logprobs import supports_logprobs
+
+        self._base = (d.seeds, d.temperature, d.top_p, d.max_tokens, d.constraints)
+        variants: list[tuple[str, int | None]] = []  # per base: (measurement, draw) in order
+        for m in d.measurements:
+            if m == "sample" or supports_logprobs(provider):
+                variants.append((m, None))
+            else:
+                variants.extend((m, i) for i in range(d.samples_per_cell))
+        self._variants = tuple(variants)
+        self._top_logprobs = d.top_logprobs
+        self._len = math.prod(map(len, self._base)) * len(variants)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, index: int) -> tuple[Sampling, bytes]:  # type: ignore[override]
+        if not 0 <= index < self._len:
+            raise IndexError(index)
+        base, variant = divmod(index, len(self._variants))
+        measurement, draw = self._variants[variant]
+        values = _unrank(self._base, base)
         if measurement == "sample":
-            variants = [Sampling(*base)]
-        elif supports_logprobs(provider):
-            variants = [Sampling(*base, measurement=measurement, top_logprobs=d.top_logprobs)]
+            sampling = Sampling(*values)
+        elif draw is None:
+            sampling = Sampling(*values, measurement=measurement, top_logprobs=self._top_logprobs)
         else:
-            variants = [Sampling(*base, measurement=measurement, draw=i) for i in range(d.samples_per_cell)]
-        out.extend((s, _sampling_json(s)) for s in variants)
-    return tuple(out)
+            sampling = Sampling(*values, measurement=measurement, draw=draw)
+        return sampling, _sampling_json(sampling)
 
 
 def measurement_fallback(spec: Spec) -> dict[str, str]:
@@ -554,51 +489,6 @@ def _round_robin(sizes: dict[str, int], limit: int) -> dict[str, int]:
             left -= take
         active = [name for name in active if quotas[name] < sizes[name]]
     return quotas
-
-
-ASSUMED_REPLY_S = 1.0  # seconds per reply assumed for an endpoint without rate limits (only concurrency bounds it)
-
-
-def eta_s(endpoint: EndpointConfig, est: PlanEstimate) -> tuple[float, str]:
-    """The least time (seconds) ``est``'s cells take at ``endpoint``'s limits, and how it was estimated.
-
-    The slowest of: ``requests_per_minute`` per ``rate_window_s``; ``tokens_per_minute`` at the estimated
-    prompt + ``max_tokens`` per request (what providers count); ``max_concurrency`` requests per
-    ``ASSUMED_REPLY_S``. A lower bound: retries and slower replies only add to it.
-    """
-    if est.cells == 0:
-        return 0.0, "nothing to send"
-    bounds = [
-        (
-            endpoint.max_concurrency / ASSUMED_REPLY_S,
-            f"max_concurrency {endpoint.max_concurrency} at an assumed {ASSUMED_REPLY_S:g} s per reply",
-        )
-    ]
-    if endpoint.requests_per_minute:
-        bounds.append(
-            (
-                endpoint.requests_per_minute / endpoint.rate_window_s,
-                f"requests_per_minute {endpoint.requests_per_minute}",
-            )
-        )
-    if endpoint.tokens_per_minute:
-        per_request = max((est.input_tokens + est.output_tokens) / est.cells, 1.0)
-        bounds.append(
-            (
-                endpoint.tokens_per_minute / endpoint.rate_window_s / per_request,
-                f"tokens_per_minute {endpoint.tokens_per_minute} at ~{per_request:.0f} tokens per request",
-            )
-        )
-    rate, basis = min(bounds, key=lambda b: b[0])
-    return est.cells / rate, f"{rate * 60:.6g} requests/min ({basis})"
-
-
-def format_duration(seconds: float) -> str:
-    """``seconds`` as a short human duration: 45 s, 12 min, 3.5 h, 2.1 days, 3.2 years."""
-    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= 2 * size if unit != "min" else seconds >= size:
-            return f"{seconds / size:.1f} {unit}"
-    return f"{seconds:.0f} s"
 
 
 @lru_cache(maxsize=4096)

@@ -26,13 +26,17 @@ Requests that fail count as errors and are left out of the shares. Requests go t
 
 ``probe_endpoint`` probes a spec endpoint with the requests its sweep would send: the body and headers come
 from the same provider mapping (``providers.provider_for``: ``max_tokens_field`` such as
-``max_completion_tokens``, ``extra_headers``, ``extra_body``) and the same key lookup (``execute.api_key_for``).
+``max_completion_tokens``, ``extra_headers``, ``extra_body``) and the same key lookup (``request.api_key_for``).
 ``probe_determinism`` probes a bare base URL (``hofcat probe``) with the provider's plain mapping.
+``probe_endpoints`` is what a sweep session with ``run.determinism_probe`` does before sending any cell: each
+selected OpenAI-compatible endpoint (each replica) probed once per run, the result kept in the manifest and
+reported on the session's progress stream.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -40,10 +44,17 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from runner.errors import ProbeError, RequestError
+from runner.rundir import RunWriter
+from runner.sweep.plan import Selection
+from runner.sweep.progress import Progress
 from runner.sweep.providers import ChatRequest, HttpCall, Provider, get_provider, provider_for
-from runner.sweep.spec import EndpointConfig
-from runner.sweep.transport import AiohttpTransport, Transport, send
+from runner.sweep.replicas import replica_probe_summary
+from runner.sweep.request import api_key_for
+from runner.sweep.spec import EndpointConfig, Spec
+from runner.sweep.transport import AiohttpTransport, Transport, TransportFactory, send
 
+SESSION_REPEATS = 4  # a sweep session's probe is small: 5 × 4 requests per endpoint before the sweep
+SESSION_MAX_TOKENS = 8
 DEFAULT_MESSAGES: tuple[dict[str, str], ...] = ({"role": "user", "content": "Write one short sentence about the sea."},)
 
 
@@ -152,8 +163,6 @@ async def probe_endpoint(
     ``source`` names the spec in its error) as the sweep; ``max_tokens`` caps each reply. Raises as
     ``probe_determinism``, and ``SpecError`` when the endpoint's key variable is unset.
     """
-    from runner.sweep.execute import api_key_for  # the sweep's own lookup (execute imports far more than this)
-
     _check_options(repeats, max_tokens, hot_temperature)
     key = api_key_for(endpoint, source)
     return await _probe(
@@ -282,3 +291,52 @@ def _verdict(hot_seed: list[str | None], control: ProbeCondition) -> str:
     if len(set(batched)) > 1:
         return "ignored"
     return "honoured" if solo in (None, batched[0]) else "batch_dependent"
+
+
+async def probe_endpoints(
+    spec: Spec, selection: Selection, writer: RunWriter, progress: Progress, transport_factory: TransportFactory
+) -> None:
+    """With ``run.determinism_probe``: probe each selected OpenAI-compatible endpoint not yet probed in this run
+    (each replica of one with ``base_urls``, ``SESSION_REPEATS`` repeats of ``SESSION_MAX_TOKENS``); record the
+    results (or errors) in the manifest and report each on the progress stream."""
+    if not spec.run.determinism_probe:
+        return
+    for endpoint in selection.endpoints:
+        if endpoint.provider != "openai" or writer.probe_result(endpoint.name) is not None:
+            continue
+        if endpoint.base_urls:
+            replicas = [dataclasses.replace(endpoint, base_url=url, base_urls=()) for url in endpoint.base_urls]
+            results = {
+                r.base_url: await _probe_record(r, transport_factory, progress, f" at {r.base_url}") for r in replicas
+            }
+            result = replica_probe_summary(results)
+        else:
+            result = await _probe_record(endpoint, transport_factory, progress)
+        writer.record_probe(endpoint.name, result)
+
+
+async def _probe_record(
+    endpoint: EndpointConfig, transport_factory: TransportFactory, progress: Progress, at: str = ""
+) -> dict[str, Any]:
+    """The probe of one server as the manifest records it (``{"error": ...}`` when it failed), reported."""
+    where = f"endpoint {endpoint.name!r}{at}"
+    try:
+        result = (await _probe_session(endpoint, transport_factory)).to_dict()
+        progress.note(
+            f"{where}: determinism probe: seed {result['seed']}, greedy identical "
+            f"share {result['greedy_identical_share']:.2f}"
+        )
+    except ProbeError as exc:  # an unreachable endpoint: the sweep's own retries and errors will tell more
+        result = {"error": str(exc)}
+        progress.note(f"{where}: determinism probe failed: {exc}")
+    return result
+
+
+async def _probe_session(endpoint: EndpointConfig, transport_factory: TransportFactory) -> DeterminismProbe:
+    """The small determinism probe of one endpoint, over a transport of its own."""
+    transport = transport_factory(endpoint)
+    try:
+        # built as the sweep builds its requests: max-tokens field, extra headers and body, the key lookup
+        return await probe_endpoint(endpoint, transport, repeats=SESSION_REPEATS, max_tokens=SESSION_MAX_TOKENS)
+    finally:
+        await transport.close()

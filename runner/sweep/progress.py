@@ -10,14 +10,42 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Protocol, TextIO
+
+
+class Gauge(Protocol):
+    """What the display reads of an endpoint's concurrency: requests in flight and the current cap (an
+    ``AdaptiveConcurrency`` is one)."""
+
+    @property
+    def in_flight(self) -> int: ...
+
+    @property
+    def limit(self) -> int: ...
+
+
+class Skipped(Protocol):
+    """Counts of planned cells skipped because an outcome is stored (``runner.sweep.remaining.Remaining``)."""
+
+    @property
+    def already_stored(self) -> int: ...
+
+    @property
+    def failed_before(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """A gauge's values at one moment (a Ray worker's last report, or none yet)."""
+
+    in_flight: int = 0
+    limit: int = 0
 
 
 @dataclass
 class EndpointStats:
-    """Counters of one endpoint, plus live readings of its concurrency cap and rate limit."""
+    """Counters of one endpoint, plus the gauge of its requests in flight and concurrency cap."""
 
     name: str
     requests_per_minute: int | None
@@ -29,10 +57,11 @@ class EndpointStats:
     capped_waits: int = 0  # retries where the server asked to wait longer than max_retry_wait_s
     planned: int | None = None  # this endpoint's cells in the plan (None: unknown, no ETA of its own)
     already_stored: int = 0  # of planned: skipped because an earlier session stored an outcome
-    stopped: bool = False  # stopped after fatal client errors: no ETA
+    stopped: bool = False  # stopped (fatal client errors, no server, another model): no ETA
+    finished: bool = False  # every cell of it was sent and has its outcome: ETA 0, whatever the counts say
+    last_failure: str | None = None  # the last failed attempt's error class and message, shown on the line
     started: float = field(default_factory=time.monotonic)
-    in_flight: Callable[[], int] = lambda: 0
-    concurrency_limit: Callable[[], int] = lambda: 0
+    gauge: Gauge = field(default_factory=Reading)  # read by the display on its own schedule
 
     def remaining(self) -> int | None:
         """Planned cells of this endpoint without an outcome yet (None when ``planned`` is unknown)."""
@@ -43,7 +72,7 @@ class EndpointStats:
     def eta_s(self) -> float | None:
         """Seconds until this endpoint's cells are done at its own rate; 0 when none are left, None if unknown."""
         left = self.remaining()
-        if left == 0:
+        if left == 0 or self.finished:
             return 0.0
         elapsed = time.monotonic() - self.started
         finished = self.done + self.failed
@@ -70,6 +99,11 @@ class RunStats:
     capped_waits: int = 0  # server-requested waits cut to max_retry_wait_s
     stopped_endpoints: dict[str, str] = field(default_factory=dict)  # name → why it was stopped
     planned: dict[str, int] = field(default_factory=dict)  # endpoint name → its cells in the plan
+    served_models: dict[str, dict[str, int]] = field(default_factory=dict)  # endpoint → model the replies name → n
+
+    def count_skipped(self, skipped: Skipped) -> None:
+        """Take ``already_stored`` and ``failed_before`` from what the session's remaining cells counted."""
+        self.already_stored, self.failed_before = skipped.already_stored, skipped.failed_before
 
     def rate(self) -> float:
         """Cells finished (stored or failed) per second since the start."""
@@ -82,7 +116,9 @@ class RunStats:
 
     def eta_s(self) -> float | None:
         """Seconds left: the slowest endpoint's ETA when each knows its plan, else the pooled rate's (None: unknown)."""
-        live = [e for e in self.endpoints.values() if not e.stopped]
+        live = [e for e in self.endpoints.values() if not e.stopped and not e.finished]
+        if self.endpoints and not live:  # every endpoint finished or stopped: nothing is left to wait for
+            return 0.0
         if live and all(e.planned is not None for e in live):
             etas = [e.eta_s() for e in live]
             return None if None in etas else max(etas)
@@ -105,9 +141,10 @@ class RunStats:
             parts.append(f"{self.capped_waits} server waits capped")
         for e in self.endpoints.values():
             limit = "unlimited" if e.requests_per_minute is None else f"{e.requests_per_minute} rpm"
+            failure = "" if e.last_failure is None else f", last failure: {e.last_failure}"
             parts.append(
-                f"{e.name}: {e.in_flight()}/{e.concurrency_limit()} in flight (max {e.max_concurrency}), {limit}, "
-                f"{_endpoint_eta(e)}"
+                f"{e.name}: {e.gauge.in_flight}/{e.gauge.limit} in flight (max {e.max_concurrency}), {limit}, "
+                f"{_endpoint_eta(e)}{failure}"
             )
         return " | ".join(parts)
 
@@ -188,15 +225,17 @@ class Progress:
             limit = "no rpm limit" if e.requests_per_minute is None else f"{e.requests_per_minute} rpm"
             table.add_row(
                 f"  {e.name}",
-                f"in flight {e.in_flight()}/{e.concurrency_limit()} (max {e.max_concurrency})",
+                f"in flight {e.gauge.in_flight}/{e.gauge.limit} (max {e.max_concurrency})",
                 limit,
                 f"done {e.done} failed {e.failed} 429s {e.rate_limited} {_endpoint_eta(e)}",
             )
+            if e.last_failure is not None:
+                table.add_row("", f"last failure: {e.last_failure}", "", "")
         return table
 
 
 def _endpoint_eta(e: EndpointStats) -> str:
-    return "stopped" if e.stopped else f"ETA {_duration(e.eta_s())}"
+    return "stopped" if e.stopped else "done" if e.finished else f"ETA {_duration(e.eta_s())}"
 
 
 def _duration(seconds: float | None) -> str:

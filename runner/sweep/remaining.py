@@ -9,11 +9,13 @@ Three ways to the same answer, cheapest first (``remaining_work``):
    arithmetic from their positions (``plan.cells_at``), lazily. Each cell made is checked against the file's key
    at its position. A file for another spec hash or fingerprint, of the wrong length, corrupt or failing the
    sample check is rebuilt (the reason goes in the session's manifest entry, ``plan_keys_rebuilt``).
-3. By walking (plans over ``PLAN_KEYS_MAX_CELLS`` cells): every selected cell is made and filtered by set
-   membership.
+3. By walking (plans over ``PLAN_KEYS_MAX_CELLS`` cells, and ``--limit`` pilots of any plan): every selected
+   cell is made and filtered by set membership.
 
 All three give the same cells in the same order and the same ``already_stored`` / ``failed_before`` counts
 (tests/test_runner_resume_fast.py checks 2 and 3 against each other on random specs, selections and stores).
+The counts are returned values: each endpoint's ``Unstored`` cells count the cells they skip (final from the
+start by plan keys; growing as the cells are taken by walking), and ``Remaining`` sums them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import hashlib
 import itertools
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -33,10 +36,18 @@ from runner.errors import RunDirError
 from runner.rundir import RunWriter, stored_key_columns
 from runner.rundir.plan_keys import read_plan_keys, write_plan_keys
 from runner.sweep.plan import PlannedCell, Selection, cells_at, count_cells, endpoint_cell_count, iter_cells, iter_keys
-from runner.sweep.progress import RunStats
 from runner.sweep.spec import EndpointConfig, Spec
 
-__all__ = ["PLAN_KEYS_MAX_CELLS", "PLAN_SAMPLE", "plan_fingerprint", "plan_keys", "remaining_work", "strings"]
+__all__ = [
+    "PLAN_KEYS_MAX_CELLS",
+    "PLAN_SAMPLE",
+    "Remaining",
+    "Unstored",
+    "plan_fingerprint",
+    "plan_keys",
+    "remaining_work",
+    "strings",
+]
 
 PLAN_SAMPLE = 64  # first cells per endpoint whose keys must match before stored or filed keys are trusted
 # Beyond this many cells no plan-keys file is kept (10^7 keys are ~0.4 GB as Arrow) and the plan is walked.
@@ -47,11 +58,68 @@ KEY_SCHEME = "cell-key/1"  # bump when plan.cell_key's definition changes: every
 # version bump must not reuse keys the old code derived.
 _KEY_SOURCES = ("sweep/plan.py", "sweep/providers/logprobs.py", "survey/prompts.py", "survey/cell.py")
 
-Work = list[tuple[EndpointConfig, Iterable[PlannedCell]]]
+
+class Unstored(Iterator[PlannedCell]):
+    """One endpoint's selected cells still without an outcome, lazily, with the counts of the cells it skipped
+    because an outcome is stored: ``already_stored``, and of those ``failed_before`` (a stored failure).
+
+    ``done`` and ``failed``: keys to skip as it goes (a walk; the counts grow as cells are taken); without them
+    the cells are already filtered and the counts given are final. ``known_empty``: nothing is left, known
+    without iterating (no transport needs opening for it).
+    """
+
+    def __init__(
+        self,
+        cells: Iterable[PlannedCell],
+        *,
+        already_stored: int = 0,
+        failed_before: int = 0,
+        done: set[str] | frozenset[str] = frozenset(),
+        failed: set[str] | frozenset[str] = frozenset(),
+        known_empty: bool = False,
+    ) -> None:
+        self._cells = iter(cells)
+        self.already_stored = already_stored
+        self.failed_before = failed_before
+        self._done, self._failed = done, failed
+        self.known_empty = known_empty
+
+    def __next__(self) -> PlannedCell:
+        for cell in self._cells:
+            if cell.key in self._done:
+                self.already_stored += 1
+            elif cell.key in self._failed:
+                self.already_stored += 1
+                self.failed_before += 1
+            else:
+                return cell
+        raise StopIteration
 
 
-def remaining_work(spec: Spec, writer: RunWriter, stats: RunStats, retry_failed: bool, selection: Selection) -> Work:
-    """Each selected endpoint's selected cells still without an outcome (lazy), the skipped ones counted in ``stats``.
+@dataclass
+class Remaining:
+    """What a session has left: each selected endpoint's ``Unstored`` cells (iterating it gives the
+    ``(endpoint, cells)`` pairs), and the cells skipped because an outcome is stored, summed over endpoints."""
+
+    work: list[tuple[EndpointConfig, Unstored]]
+    covered_failures: int = field(default=0)  # a covered plan's stored failures, counted as a whole (no keys made)
+
+    def __iter__(self) -> Iterator[tuple[EndpointConfig, Unstored]]:
+        return iter(self.work)
+
+    @property
+    def already_stored(self) -> int:
+        """Selected cells skipped so far because an outcome is stored (final once every ``Unstored`` is spent)."""
+        return sum(cells.already_stored for _, cells in self.work)
+
+    @property
+    def failed_before(self) -> int:
+        """Of ``already_stored``: the cells whose stored outcome is a failure."""
+        return self.covered_failures + sum(cells.failed_before for _, cells in self.work)
+
+
+def remaining_work(spec: Spec, writer: RunWriter, retry_failed: bool, selection: Selection) -> Remaining:
+    """Each selected endpoint's selected cells still without an outcome (lazy), with the counts of those skipped.
 
     Without an outcome: no stored response, and, unless ``retry_failed``, no stored failure. See the module
     docstring for how; the answer does not depend on which way is taken.
@@ -66,14 +134,18 @@ def remaining_work(spec: Spec, writer: RunWriter, stats: RunStats, retry_failed:
         planned = count_cells(spec)
         failed_only = planned - pc.count_distinct(done_col).as_py() if covering is not done_col else 0
         if failed_only == 0 or selection.cells == planned:  # else: which selected cells failed needs the keys
-            stats.already_stored = selection.cells
-            stats.failed_before = failed_only
-            return [(e, ()) for e in selection.endpoints]
+            quota = selection.quota
+            nothing = [(e, Unstored((), already_stored=quota(e), known_empty=True)) for e in selection.endpoints]
+            return Remaining(nothing, failed_only)
     failed_col = failed_col if not retry_failed else failed_col[:0]
+    if selection.limit is not None and selection.cells < count_cells(spec):
+        # a pilot (--limit): its cells are the first of each endpoint's plan, made as they are sent; the whole
+        # plan's keys are neither derived nor filed, so its memory and time follow the pilot, not the plan
+        return _remaining_by_walk(spec, done_col, failed_col, selection)
     keys = plan_keys(spec, writer)
     if keys is None:
-        return _remaining_by_walk(spec, done_col, failed_col, stats, selection)
-    return _remaining_by_keys(spec, writer, keys, done_col, failed_col, stats, selection)
+        return _remaining_by_walk(spec, done_col, failed_col, selection)
+    return _remaining_by_keys(spec, writer, keys, done_col, failed_col, selection)
 
 
 def plan_covered(spec: Spec, writer: RunWriter, stored: pa.ChunkedArray) -> bool:
@@ -148,9 +220,8 @@ def _remaining_by_keys(
     keys: pa.ChunkedArray,
     done_col: pa.ChunkedArray,
     failed_col: pa.ChunkedArray,
-    stats: RunStats,
     selection: Selection,
-) -> Work:
+) -> Remaining:
     """The remaining cells from the plan's ``keys``: stored ones masked out in Arrow, the rest made by position."""
     done = _mask(pc.is_in(keys, value_set=done_col))
     failed = _mask(pc.is_in(keys, value_set=failed_col)) & ~done if len(failed_col) else np.zeros(len(keys), dtype=bool)
@@ -163,14 +234,14 @@ def _remaining_by_keys(
         )
     )
     where = writer.layout.plan_keys(spec.spec_hash)
-    work: Work = []
+    work = []
     for e in selection.endpoints:
         start, quota = starts[e.name], selection.quota(e)
         left = np.flatnonzero(~outcome[start : start + quota])
-        stats.already_stored += quota - len(left)
-        stats.failed_before += int(np.count_nonzero(failed[start : start + quota]))
-        work.append((e, _checked_cells(spec, e, left, keys.slice(start, quota), where)))
-    return work
+        cells = _checked_cells(spec, e, left, keys.slice(start, quota), where)
+        skipped = int(np.count_nonzero(failed[start : start + quota]))
+        work.append((e, Unstored(cells, already_stored=quota - len(left), failed_before=skipped)))
+    return Remaining(work)
 
 
 def _checked_cells(
@@ -191,24 +262,13 @@ def _checked_cells(
 
 
 def _remaining_by_walk(
-    spec: Spec, done_col: pa.ChunkedArray, failed_col: pa.ChunkedArray, stats: RunStats, selection: Selection
-) -> Work:
+    spec: Spec, done_col: pa.ChunkedArray, failed_col: pa.ChunkedArray, selection: Selection
+) -> Remaining:
     """The remaining cells by making every selected cell and filtering by set membership (counted as walked)."""
     done = set(done_col.to_pylist())
     failed = set(failed_col.to_pylist()) - done
-    return [(e, _unstored(selection.iter_cells(spec, e), done, failed, stats)) for e in selection.endpoints]
-
-
-def _unstored(cells: Iterable[PlannedCell], done: set[str], failed: set[str], stats: RunStats) -> Iterator[PlannedCell]:
-    """The cells without an outcome yet; counts the skipped ones (and, of those, the earlier failures)."""
-    for cell in cells:
-        if cell.key in done:
-            stats.already_stored += 1
-        elif cell.key in failed:
-            stats.already_stored += 1
-            stats.failed_before += 1
-        else:
-            yield cell
+    walks = [(e, Unstored(selection.iter_cells(spec, e), done=done, failed=failed)) for e in selection.endpoints]
+    return Remaining(walks)
 
 
 def _mask(flags: pa.ChunkedArray) -> np.ndarray:

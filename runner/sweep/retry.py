@@ -8,6 +8,10 @@ cap and a note). A value that does not parse (``soon-ish``, an impossible date, 
 wait at all: the policy's own backoff applies. The ``x-ratelimit-reset-*`` (OpenAI) and
 ``anthropic-ratelimit-*-reset`` headers are NOT waits: they say when a window fully resets, arrive on every
 reply, and would stall every retry of a 5xx for minutes. Nothing else in hofcat sleeps to retry.
+
+Outcomes are values: an attempt returns an ``Attempt`` (its value, or the ``RequestError`` it failed with),
+and ``call_with_retries`` returns a ``Tried`` (the last attempt and how many were made), never an exception
+with attributes set on it.
 """
 
 from __future__ import annotations
@@ -19,11 +23,11 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_attempt
 
-from runner.errors import RetryableError
+from runner.errors import RequestError, RetryableError
 
 if TYPE_CHECKING:
     from runner.sweep.spec import EndpointConfig
@@ -100,56 +104,83 @@ def backoff_s(attempt: int, policy: RetryPolicy, server_s: float | None, rng: ra
     return max(rng.uniform(0.0, cap), policy.server_wait_s(server_s) or 0.0)
 
 
+@dataclass(frozen=True, slots=True)
+class Attempt(Generic[T]):
+    """One attempt's result: its value, or the request error it failed with; seconds its request took (None:
+    never sent)."""
+
+    value: T | None = None
+    error: RequestError | None = None
+    latency_s: float | None = None
+
+    @property
+    def retryable(self) -> bool:
+        """True when the attempt failed in a way another attempt may cure (``should_retry``)."""
+        return self.error is not None and should_retry(self.error)
+
+
+@dataclass(frozen=True, slots=True)
+class Tried(Generic[T]):
+    """How a call under the retry policy ended: its last attempt, and how many attempts were made (from 1)."""
+
+    last: Attempt[T]
+    attempts: int
+
+
+async def attempting(request: Awaitable[T], clock: Callable[[], float] = time.monotonic) -> Attempt[T]:
+    """Await ``request``; its value, or the ``RequestError`` it raised, as an ``Attempt`` with its duration."""
+    t0 = clock()
+    try:
+        value = await request
+    except RequestError as exc:
+        return Attempt(None, exc, clock() - t0)
+    return Attempt(value, None, clock() - t0)
+
+
 async def call_with_retries(
-    attempt: Callable[[], Awaitable[T]],
+    attempt: Callable[[], Awaitable[Attempt[T]]],
     policy: RetryPolicy,
     *,
     sleep: Callable[[float], Awaitable[None]],
-    on_retry: Callable[[BaseException, float], None] = lambda exc, wait_s: None,
+    on_retry: Callable[[RequestError, float], None] = lambda error, wait_s: None,
     rng: random.Random | None = None,
-) -> tuple[T, int]:
-    """Run ``attempt`` until it succeeds or fails for good; returns (result, attempts made).
+) -> Tried[T]:
+    """Run ``attempt`` until it succeeds or fails for good; how it ended (a value, never an exception).
 
-    A final failure re-raises the last exception with ``attempts`` set on it. ``sleep`` does the waiting
-    (the executor's sleep stops early on Ctrl-C); ``on_retry(exc, wait_s)`` is told of every retry.
+    ``attempt`` returns each try's result as an ``Attempt``; one that failed ``retryable`` is tried again under
+    ``policy``. Anything ``attempt`` raises (a stop, a defect) passes through. ``sleep`` does the waiting (the
+    executor's sleep stops early on Ctrl-C); ``on_retry(error, wait_s)`` is told of every retry.
     """
     rng = rng or random.Random()
-    try:  # most calls succeed at once: the first attempt needs no retry machinery
-        return await attempt(), 1
-    except BaseException as exc:
-        if not should_retry(exc) or policy.max_retries == 0:
-            exc.attempts = 1  # type: ignore[attr-defined]
-            raise
-        first = exc
-    wait_s = backoff_s(1, policy, first.retry_after_s, rng)  # type: ignore[attr-defined]
-    on_retry(first, wait_s)
+    first = await attempt()  # most calls succeed at once: the first attempt needs no retry machinery
+    if not first.retryable or policy.max_retries == 0:
+        return Tried(first, 1)
+    wait_s = backoff_s(1, policy, first.error.retry_after_s, rng)  # type: ignore[union-attr]
+    on_retry(first.error, wait_s)  # type: ignore[arg-type]
     await sleep(wait_s)
+    attempts = 1
+
+    async def counted() -> Attempt[T]:
+        nonlocal attempts
+        attempts += 1
+        return await attempt()
 
     def wait(state: RetryCallState) -> float:  # tenacity numbers from 1; this loop starts at attempt 2
-        exc = state.outcome.exception()
-        return backoff_s(state.attempt_number + 1, policy, getattr(exc, "retry_after_s", None), rng)
+        error = state.outcome.result().error
+        return backoff_s(state.attempt_number + 1, policy, error.retry_after_s, rng)
 
     def before_sleep(state: RetryCallState) -> None:
-        on_retry(state.outcome.exception(), state.upcoming_sleep)
+        on_retry(state.outcome.result().error, state.upcoming_sleep)
 
     retrying = AsyncRetrying(
         stop=stop_after_attempt(policy.max_retries),
         wait=wait,
-        retry=retry_if_exception(should_retry),
+        retry=retry_if_result(lambda result: result.retryable),
         before_sleep=before_sleep,
         sleep=sleep,
-        reraise=True,
+        retry_error_callback=lambda state: state.outcome.result(),  # out of retries: the last attempt, as a value
     )
-    attempts = 1
-    try:
-        async for trial in retrying:
-            with trial:
-                attempts = trial.retry_state.attempt_number + 1
-                result = await attempt()
-        return result, attempts
-    except BaseException as exc:
-        exc.attempts = attempts  # type: ignore[attr-defined]
-        raise
+    return Tried(await retrying(counted), attempts)
 
 
 def _float(text: str) -> float | None:

@@ -1,51 +1,69 @@
-"""One sweep session: spec → manifest → open the run directory → execute the unstored cells → parse → close.
+"""One sweep session's frame: spec → manifest → open the run directory → what is left → run → record → close.
 
 Running the same spec into the same directory again resumes: the plan minus the keys already stored (and,
-unless ``retry_failed``, minus the cells that already failed for good). Each committed responses part is
-handed to the parse stage (``runner.parse.stage``) right after its commit, so a parser defect can never
-lose a stored reply; parts a crash left unparsed are parsed when the next session opens the directory.
+unless ``retry_failed``, minus the cells that already failed for good). ``Session`` is the lifecycle both
+entry points share — ``run_sweep_async`` (cells run in this process by ``runner.sweep.cellsweep``) and
+``runner.sweep.cluster`` (cells run by Ray workers) — so opening, probing, counting what is left, recording and
+closing are written once, with one set of defaults. Parts a crash left unparsed are parsed when a session opens
+the directory.
 
-With ``run.determinism_probe``, every OpenAI-compatible endpoint is probed (``runner.sweep.probe``, 4 repeats,
-8 tokens) before any cell is sent, and the result goes into the manifest under
-``determinism_probe.<endpoint>``. A resumed session keeps the result an earlier session recorded: the probe
-describes the endpoint the run started against, and re-probing would silently replace it.
+With ``run.determinism_probe``, every OpenAI-compatible endpoint is probed (``runner.sweep.probe``) before any
+cell is sent. ``blocking`` makes the blocking twin of each ``*_async`` entry point.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
+import inspect
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, ParamSpec, TextIO, TypeVar
 
-from runner.errors import ProbeError, RunDirError, UsageError
+from runner.errors import UsageError
 from runner.parse.answers import CURRENT
-from runner.parse.stage import parse_part, update_answers
-from runner.rundir import FORMAT, Batch, Committed, RunWriter, store_error, versions
-from runner.sweep.batch_run import BatchRunner
-from runner.sweep.cache import CachingFactory, ResponseCache, cache_dir
-from runner.sweep.execute import Executor, RunResult, api_key_for, unsupported_parameters
-from runner.sweep.plan import (
-    PlannedCell,
-    Selection,
-    count_cells,
-    factor_counts,
-    measurement_fallback,
-    select,
-    validate_plan,
-)
-from runner.sweep.probe import DeterminismProbe, probe_endpoint
+from runner.parse.stage import update_answers
+from runner.rundir import FORMAT, RunWriter, versions
+from runner.sweep.cache import ResponseCache, cache_dir
+from runner.sweep.cellsweep import CellSweep
+from runner.sweep.growth import check_growth
+from runner.sweep.plan import Selection, count_cells, factor_counts, measurement_fallback, select, validate_plan
+from runner.sweep.probe import probe_endpoints
 from runner.sweep.progress import Progress, RunStats
-from runner.sweep.remaining import remaining_work
-from runner.sweep.replicas import ReplicaFactory, executor_view, replica_probe_summary
+from runner.sweep.remaining import Remaining, remaining_work
+from runner.sweep.request import api_key_for, unsupported_parameters
 from runner.sweep.retry import RetryPolicy
-from runner.sweep.spec import EndpointConfig, Spec
+from runner.sweep.spec import Spec
 from runner.sweep.transport import TransportFactory, aiohttp_transport
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+LOG_EVERY_S = 60.0  # seconds between progress log lines off a terminal (both entry points' default)
+
+
+@dataclass
+class RunResult:
+    """How a session ended: cells stored, failed, already stored before, and whether it was interrupted.
+
+    ``failed_before``: planned cells skipped because an earlier session recorded a failure for them (not
+    retried without ``--retry-failed``); with ``failed`` they are the planned cells still without a reply.
+    ``stopped_endpoints``: endpoints stopped after ``stop_after_fatal`` consecutive 401/403/404 replies or
+    connection failures, or on a reply from another model than the spec's (runner/sweep/execute.py).
+    """
+
+    stored: int
+    failed: int
+    already_stored: int
+    interrupted: bool
+    unsupported: dict[str, list[str]] = field(default_factory=dict)
+    failed_before: int = 0
+    stopped_endpoints: dict[str, str] = field(default_factory=dict)  # name → why (fatal 4xx); cells remain
+    pending_batches: int = 0  # provider batches still open when the session ended (execution = "batch")
 
 
 def build_manifest(spec: Spec) -> dict[str, Any]:
@@ -100,41 +118,71 @@ def build_manifest(spec: Spec) -> dict[str, Any]:
     }
 
 
-def run_sweep(
-    spec: Spec,
-    out: str | Path,
-    *,
-    retry_failed: bool = False,
-    stream: TextIO | None = None,
-    live: bool | None = None,
-    log_every_s: float = 60.0,
-    transport_factory: TransportFactory = aiohttp_transport,
-    selection: Selection | None = None,
-    wait: bool = True,
-) -> RunResult:
-    """Run (or resume) ``spec`` into run directory ``out``; progress goes to ``stream`` (stderr).
+@dataclass
+class Session:
+    """One session's frame, whoever runs its cells: the run directory opened with the manifest, its counters
+    and progress display; ``begin`` readies the directory and returns what is left, ``close`` records the
+    session and releases the directory, ``result`` is what the caller gets."""
 
-    ``selection`` (``runner.sweep.plan.select``: ``--limit``, ``--endpoint``) sends only part of the plan; the
-    manifest still records the whole plan, and a later session without it resumes the rest.
+    spec: Spec
+    selection: Selection
+    writer: RunWriter
+    stats: RunStats
+    progress: Progress
 
-    Owns an event loop for the sweep; inside a running loop (a notebook) ``await run_sweep_async(...)``.
-    """
-    check_no_running_loop("run_sweep", "run_sweep_async")
-    handle_signals = threading.current_thread() is threading.main_thread()
-    return asyncio.run(
-        run_sweep_async(
-            spec,
-            out,
-            retry_failed=retry_failed,
-            stream=stream,
-            live=live,
-            log_every_s=log_every_s,
-            transport_factory=transport_factory,
-            handle_signals=handle_signals,
-            selection=selection,
-            wait=wait,
+    @classmethod
+    def open(
+        cls,
+        spec: Spec,
+        out: str | Path,
+        selection: Selection,
+        *,
+        stream: TextIO | None = None,
+        live: bool | None = None,
+        log_every_s: float = LOG_EVERY_S,
+        stats: RunStats | None = None,
+        progress: Callable[..., Progress] = Progress,
+    ) -> Session:
+        """Open (or resume) run directory ``out`` for ``selection`` of ``spec`` (``prepare`` checked both);
+        ``stats`` and ``progress`` (a ``Progress`` class) let the Ray driver count and show its own way."""
+        # a run directory another spec made grows to this one when it only adds cells (runner/sweep/growth.py)
+        grow = functools.partial(check_growth, spec, out)
+        writer = RunWriter.open_run(out, build_manifest(spec), batch_rows=spec.run.batch_rows, grow=grow)
+        stats = stats or RunStats(total=selection.cells)
+        stats.planned = {e.name: selection.quota(e) for e in selection.endpoints}
+        shown = progress(stats, stream=stream or sys.stderr, live=live, log_every_s=log_every_s)
+        return cls(spec, selection, writer, stats, shown)
+
+    async def begin(self, retry_failed: bool, transport_factory: TransportFactory) -> Remaining:
+        """Parse what a crash left, probe the endpoints (``run.determinism_probe``); the cells still without an
+        outcome, their skipped ones counted."""
+        update_answers(self.writer)  # responses a crash left without their answers part
+        await probe_endpoints(self.spec, self.selection, self.writer, self.progress, transport_factory)
+        remaining = remaining_work(self.spec, self.writer, retry_failed, self.selection)
+        self.stats.count_skipped(remaining)
+        return remaining
+
+    def close(self, record: dict[str, Any], *, spent: bool) -> None:
+        """Record the session in the manifest and release the directory; ``spent``: replies were stored, so the
+        token bounds are checked (a session that stored nothing changed no spending: no O(run) read)."""
+        if spent:
+            record["token_bounds"] = token_bounds(self.spec, self.writer, self.progress)
+        self.writer.close(record)
+
+    def result(
+        self, interrupted: bool, stored: int, failed: int, stopped: dict[str, str], pending_batches: int = 0
+    ) -> RunResult:
+        """What the session's caller gets."""
+        return RunResult(
+            stored,
+            failed,
+            self.stats.already_stored,
+            interrupted,
+            {e.name: unsupported_parameters(e) for e in self.spec.endpoints},
+            self.stats.failed_before,
+            dict(stopped),
+            pending_batches,
         )
-    )
 
 
 async def run_sweep_async(
@@ -144,57 +192,47 @@ async def run_sweep_async(
     retry_failed: bool = False,
     stream: TextIO | None = None,
     live: bool | None = None,
-    log_every_s: float = 60.0,
+    log_every_s: float = LOG_EVERY_S,
     transport_factory: TransportFactory = aiohttp_transport,
     handle_signals: bool = False,
     selection: Selection | None = None,
     wait: bool = True,
 ) -> RunResult:
-    """``run_sweep`` as a coroutine, on the caller's event loop; installs no signal handlers unless asked.
+    """Run (or resume) ``spec`` into run directory ``out`` on the caller's event loop; progress goes to
+    ``stream`` (stderr). Installs no signal handlers unless asked.
 
-    ``wait=False``: batch endpoints submit their batches and return; a later session collects them."""
+    ``selection`` (``runner.sweep.plan.select``: ``--limit``, ``--endpoint``) sends only part of the plan; the
+    manifest still records the whole plan, and a later session without it resumes the rest. ``wait=False``:
+    batch endpoints submit their batches and return; a later session collects them.
+    """
     selection, response_cache = prepare(spec, selection)
-    stream = stream or sys.stderr
-    writer = RunWriter.open_run(out, build_manifest(spec), batch_rows=spec.run.batch_rows)
-    stats = RunStats(total=selection.cells)
-    stats.planned = {e.name: selection.quota(e) for e in selection.endpoints}
-    progress = Progress(stats, stream=stream, live=live, log_every_s=log_every_s)
+    session = Session.open(spec, out, selection, stream=stream, live=live, log_every_s=log_every_s)
+    stats = session.stats
     sweep = CellSweep(
         spec,
-        writer,
+        session.writer,
         stats,
-        progress,
+        session.progress,
         transport_factory=transport_factory,
         response_cache=response_cache,
         handle_signals=handle_signals,
     )
-    interrupted = True
-    failure: BaseException | None = None
+    interrupted, failure, remaining = True, None, None
     try:
-        update_answers(writer)  # responses a crash left without their answers part
-        await probe_endpoints(spec, selection, writer, stream, transport_factory)
-        work = remaining_work(spec, writer, stats, retry_failed, selection)
-        interrupted = await sweep.run(work, wait=wait)
+        remaining = await session.begin(retry_failed, transport_factory)
+        interrupted = await sweep.run(remaining.work, wait=wait)
     except BaseException as exc:
         failure = exc
         raise
     finally:
+        if remaining is not None:
+            stats.count_skipped(remaining)  # a walk counts the cells it skips as it goes: the final counts
         record, error, last = sweep.end(interrupted, failure, retry_failed)
-        if error is None and stats.done:  # a session that stored nothing changed no spending: no O(run) read
-            record["token_bounds"] = token_bounds(spec, writer, progress)
-        writer.close({**record, "error": str(error)} if error else record)
+        session.close({**record, "error": str(error)} if error else record, spent=error is None and stats.done > 0)
         if last is not None and failure is None:
             raise last
-    return RunResult(
-        stats.done,
-        stats.failed,
-        stats.already_stored,
-        interrupted,
-        {e.name: unsupported_parameters(e) for e in spec.endpoints},
-        stats.failed_before,
-        dict(stats.stopped_endpoints),
-        sum(o.open for o in sweep.batch_outcomes.values()),
-    )
+    pending = sum(o.open for o in sweep.batch_outcomes.values())
+    return session.result(interrupted, stats.done, stats.failed, stats.stopped_endpoints, pending)
 
 
 def prepare(spec: Spec, selection: Selection | None) -> tuple[Selection, ResponseCache | None]:
@@ -208,105 +246,14 @@ def prepare(spec: Spec, selection: Selection | None) -> tuple[Selection, Respons
     return selection, None if cache_root is None else ResponseCache(cache_root)
 
 
-class CellSweep:
-    """Runs cells into an open run directory: transports, the executor, commits and the parse of each part.
-
-    What a session (``run_sweep_async``) and a Ray shard (``runner.sweep.cluster``) share: build it on a writer,
-    ``run`` the work, then ``end`` (always) commits what is left and gives the session record's entries.
-    ``limiters`` (the executor's) replaces the local rate limiters, e.g. by a cluster-wide one.
-    """
-
-    def __init__(
-        self,
-        spec: Spec,
-        writer: RunWriter,
-        stats: RunStats,
-        progress: Progress,
-        *,
-        transport_factory: TransportFactory = aiohttp_transport,
-        response_cache: ResponseCache | None = None,
-        handle_signals: bool = False,
-        limiters: Callable[[EndpointConfig], Any] | None = None,
-    ) -> None:
-        self.spec = spec
-        self.writer = writer
-        self.stats = stats
-        self.progress = progress
-        self.transports = _sweep_transports(spec, writer, transport_factory, response_cache)
-        self.executor = Executor(
-            writer,
-            stats,
-            progress,
-            flush_interval_s=spec.run.flush_interval_s,
-            rng_seed=spec.run.seed,
-            commit_batch=self.commit_batch,
-            transport_factory=self.transports[-1],  # replicas, then the response cache over them
-            handle_signals=handle_signals,
-            limiters=limiters,
-        )
-        self.batch_outcomes: dict[str, Any] = {}
-
-    def commit_batch(self, batch: Batch) -> Committed:
-        """Commit a batch and parse its responses part (run in the executor's flush thread)."""
-        committed = self.writer.commit_batch(batch)
-        if committed.responses is not None:  # the part just written, handed on without reading it back
-            parse_part(self.writer, committed.part, committed.responses)
-        return committed
-
-    async def run(
-        self,
-        work: list[tuple[EndpointConfig, Iterable[PlannedCell]]],
-        *,
-        wait: bool = True,
-        view: Callable[[EndpointConfig], EndpointConfig] = executor_view,
-    ) -> bool:
-        """Run each endpoint's unstored cells (``view``: the endpoint as the executor limits it); True if stopped."""
-        batched = _batch_runners(self.spec, self.writer, self.stats, self.progress, self.commit_batch, work)
-        try:  # batches first (submitting is quick), the online sweep, then polling the batches to the end
-            for runner, cells in batched:
-                await runner.submit(cells)
-            interrupted = await self.executor.run([(view(e), c) for e, c in work if e.execution != "batch"])
-            for runner, _ in batched:
-                self.batch_outcomes[runner.endpoint.name] = outcome = await runner.finish(wait=wait)
-                interrupted = interrupted or (wait and outcome.open > 0)
-        finally:
-            for runner, _ in batched:
-                await runner.close()
-        return interrupted
-
-    def end(
-        self, interrupted: bool, failure: BaseException | None, retry_failed: bool
-    ) -> tuple[dict[str, Any], RunDirError | None, RunDirError | None]:
-        """Commit what the writer still holds; the session record, the error it records (None: none), and the
-        last commit's own error (to raise when nothing else failed)."""
-        last = _commit_rest(self.writer, self.commit_batch)
-        error = failure if isinstance(failure, RunDirError) else last
-        stats = self.stats
-        record = {
-            "outcome": "store_error" if error else "interrupted" if interrupted else "complete",
-            "stored": stats.done,
-            "failed": stats.failed,
-            "already_stored": stats.already_stored,
-            "failed_before": stats.failed_before,
-            "retry_failed": retry_failed,
-            "capped_retry_waits": stats.capped_waits,
-            "stopped_endpoints": dict(stats.stopped_endpoints),
-        }
-        if self.batch_outcomes:
-            record["batches"] = {name: dataclasses.asdict(o) for name, o in self.batch_outcomes.items()}
-        record.update(_transport_record(self.transports))
-        return record, error, last
-
-
 def token_bounds(spec: Spec, writer: RunWriter, progress: Progress) -> dict[str, dict[str, Any]]:
     """Per endpoint: the input tokens its stored replies report against the plan's bound, and whether it held.
 
-    The plan promises the bound (``runner.sweep.plan.input_bound``); a reply past it (a tokenizer the bound does
+    The plan promises the bound (``runner.sweep.accounting.input_bound``); a reply past it (a tokenizer the bound does
     not cover) is noted, so a cost preview is never silently wrong.
     """
     from runner.rundir.reader import read_dataset
-    from runner.sweep.accounting import endpoint_usage
-    from runner.sweep.plan import estimate
+    from runner.sweep.accounting import endpoint_usage, estimate
 
     used = read_dataset(writer.layout, "responses", ["endpoint", "input_tokens", "output_tokens"])
     out = {}
@@ -322,43 +269,6 @@ def token_bounds(spec: Spec, writer: RunWriter, progress: Progress) -> dict[str,
     return out
 
 
-def _batch_runners(
-    spec: Spec,
-    writer: RunWriter,
-    stats: RunStats,
-    progress: Progress,
-    commit_batch: Callable[[Batch], Committed],
-    work: list[tuple[EndpointConfig, Iterable[PlannedCell]]],
-) -> list[tuple[BatchRunner, Iterable[PlannedCell]]]:
-    """A ``BatchRunner`` per endpoint with ``execution = "batch"``, with its unstored cells."""
-
-    commit = functools.partial(_commit_buffered, writer, commit_batch)
-    return [
-        (BatchRunner(spec, e, writer, stats, progress, commit, api_key_for(e, spec.source)), cells)
-        for e, cells in work
-        if e.execution == "batch"
-    ]
-
-
-def _commit_rest(writer: RunWriter, commit_batch: Callable[[Batch], Committed]) -> RunDirError | None:
-    """Commit what the writer still holds after the executor ended; the error instead of raising it."""
-    try:
-        _commit_buffered(writer, commit_batch)
-    except OSError as exc:
-        return store_error(exc, f"{writer.run_dir}: cannot commit the last rows")
-    return None
-
-
-def _commit_buffered(writer: RunWriter, commit_batch: Callable[[Batch], Committed]) -> None:
-    """Commit everything the writer buffers, in parts of at most ``batch_rows``."""
-    while (batch := writer.take()) is not None:
-        commit_batch(batch)
-
-
-PROBE_REPEATS = 4  # small: 5 × 4 requests per endpoint before the sweep
-PROBE_MAX_TOKENS = 8
-
-
 def check_no_running_loop(name: str, async_name: str) -> None:
     """``UsageError`` when called from inside a running event loop, where ``asyncio.run`` cannot work."""
     try:
@@ -368,77 +278,25 @@ def check_no_running_loop(name: str, async_name: str) -> None:
     raise UsageError(f"{name}: called inside a running event loop (a notebook?); use `await {async_name}(...)`")
 
 
-def _sweep_transports(
-    spec: Spec, writer: RunWriter, transport_factory: TransportFactory, cache: ResponseCache | None
-) -> tuple[ReplicaFactory] | tuple[ReplicaFactory, CachingFactory]:
-    """The factories the executor's transports come from: replicas (``base_urls``) over ``transport_factory``,
-    and the response cache over them when the run has one (the last is the executor's)."""
-    replicas = ReplicaFactory(transport_factory, spec.endpoints)
-    if cache is None:
-        return (replicas,)
-    manifest = writer.manifest or {}
-    origin = {"run_id": manifest.get("run_id"), "run_name": manifest.get("run_name"), "session": writer.token}
+def blocking(function: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """The blocking twin of coroutine function ``NAME_async``, called ``NAME``: it owns an event loop
+    (``UsageError`` naming the awaitable inside a running one) and, when ``function`` takes ``handle_signals``
+    and the caller gives none, installs SIGINT/SIGTERM handlers on the main thread."""
+    name = function.__name__.removesuffix("_async")
+    takes_signals = "handle_signals" in inspect.signature(function).parameters
 
-    def seed_honoured(name: str) -> bool:  # read when the endpoint opens: after this session's probe
-        return bool((writer.probe_result(name) or {}).get("seed_honoured"))
+    @functools.wraps(function)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        check_no_running_loop(name, function.__name__)
+        if takes_signals:
+            kwargs.setdefault("handle_signals", threading.current_thread() is threading.main_thread())
+        return asyncio.run(function(*args, **kwargs))
 
-    return replicas, CachingFactory(replicas, cache, seed_honoured, origin, spec.run.cache_force)
-
-
-def _transport_record(factories: tuple[ReplicaFactory] | tuple[ReplicaFactory, CachingFactory]) -> dict[str, Any]:
-    """The session's manifest entries for its replicas and its response cache (only those it has)."""
-    out: dict[str, Any] = {}
-    if replicas := factories[0].record():
-        out["replicas"] = replicas
-    if len(factories) > 1:
-        out["cache"] = factories[1].record()
-    return out
+    run.__name__, run.__qualname__ = name, function.__qualname__.removesuffix("_async")
+    run.__doc__ = f"Blocking ``{function.__name__}`` (owns an event loop; inside a running one, await that).\n\n" + (
+        inspect.getdoc(function) or ""
+    )
+    return run
 
 
-async def probe_endpoints(
-    spec: Spec, selection: Selection, writer: RunWriter, stream: TextIO, transport_factory: TransportFactory
-) -> None:
-    """With ``run.determinism_probe``: probe each selected OpenAI-compatible endpoint not yet probed in this run
-    (each replica of one with ``base_urls``); record results (or errors) in the manifest."""
-    if not spec.run.determinism_probe:
-        return
-    for endpoint in selection.endpoints:
-        if endpoint.provider != "openai" or writer.probe_result(endpoint.name) is not None:
-            continue
-        if endpoint.base_urls:
-            replicas = [dataclasses.replace(endpoint, base_url=url, base_urls=()) for url in endpoint.base_urls]
-            results = {
-                r.base_url: await _probe_record(r, transport_factory, stream, f" at {r.base_url}") for r in replicas
-            }
-            result = replica_probe_summary(results)
-        else:
-            result = await _probe_record(endpoint, transport_factory, stream)
-        writer.record_probe(endpoint.name, result)
-
-
-async def _probe_record(
-    endpoint: EndpointConfig, transport_factory: TransportFactory, stream: TextIO, at: str = ""
-) -> dict[str, Any]:
-    """The probe of one server as the manifest records it (``{"error": ...}`` when it failed), reported."""
-    where = f"endpoint {endpoint.name!r}{at}"
-    try:
-        result = (await _probe(endpoint, transport_factory)).to_dict()
-        print(
-            f"hofcat: {where}: determinism probe: seed {result['seed']}, greedy identical "
-            f"share {result['greedy_identical_share']:.2f}",
-            file=stream,
-        )
-    except ProbeError as exc:  # an unreachable endpoint: the sweep's own retries and errors will tell more
-        result = {"error": str(exc)}
-        print(f"hofcat: {where}: determinism probe failed: {exc}", file=stream)
-    return result
-
-
-async def _probe(endpoint: EndpointConfig, transport_factory: TransportFactory) -> DeterminismProbe:
-    """The small determinism probe of one endpoint, over a transport of its own."""
-    transport = transport_factory(endpoint)
-    try:
-        # built as the sweep builds its requests: max-tokens field, extra headers and body, the key lookup
-        return await probe_endpoint(endpoint, transport, repeats=PROBE_REPEATS, max_tokens=PROBE_MAX_TOKENS)
-    finally:
-        await transport.close()
+run_sweep = blocking(run_sweep_async)

@@ -8,6 +8,7 @@ endpoint names the environment variable that holds its key (``api_key_env``).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
@@ -70,7 +71,7 @@ class EndpointConfig:
     timeout_s: float = 60.0  # per attempt
     max_retries: int = 6  # attempts after the first
     max_retry_wait_s: float = 300.0  # cap on a server-requested wait (Retry-After); longer asks are cut, noted
-    stop_after_fatal: int = 5  # consecutive HTTP 401/403/404 replies that stop the endpoint (its cells stay)
+    stop_after_fatal: int = 5  # consecutive 401/403/404 replies or connection failures that stop the endpoint
     price_input_per_1k: float | None = None  # currency units per 1,000 input tokens
     price_output_per_1k: float | None = None  # currency units per 1,000 output tokens
     max_reply_bytes: int = 8 * 1024 * 1024  # decoded reply bodies past this are failures (OversizeReply)
@@ -83,6 +84,9 @@ class EndpointConfig:
     max_batch_bytes: int = 200 * 1024 * 1024  # request bytes per provider batch (likewise)
     base_urls: tuple[str, ...] = ()  # replicas serving the same model (runner/sweep/replicas.py); () = base_url only
     replica_limits: str = "endpoint"  # endpoint: limits shared by all replicas (one key) | replica: each its own
+    # models the replies may name besides ``model`` and its snapshots (runner/survey/models.py); "*": any.
+    # A reply naming another model stops the endpoint: the model asked for is the model measured.
+    served_models: tuple[str, ...] = ()
 
     @property
     def rate_limited(self) -> bool:
@@ -360,6 +364,7 @@ def _endpoint(v: _Validator, where: str, t: Any) -> EndpointConfig:
         **_execution_options(v, where, t, provider),
         base_urls=base_urls,
         replica_limits=_replica_limits(v, where, t, base_urls),
+        served_models=v.strings(t, where, "served_models", ()),
     )
 
 
@@ -534,7 +539,7 @@ def _design(v: _Validator, t: Any) -> DesignConfig:
     d = DesignConfig()
     modes = v.many(t, w, "mode", d.modes, lambda x: x in MODES, f"one of {', '.join(MODES)}")
     identities = None
-    if "identities" in t:
+    if "identities" in t and t["identities"] is not False:  # false: none (an endpoint's design removing [design]'s)
         it = t["identities"]
         iw = "design.identities"
         v.keys(it, iw, {"countries", "genders", "ages"}, required={"countries"})
@@ -646,8 +651,12 @@ class _Validator:
             self.fail(where, table, "a table")
         for key in table:
             if key not in allowed:
+                close = difflib.get_close_matches(str(key), sorted(allowed), n=1, cutoff=0.6)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
                 self.fail(
-                    f"{where}.{key}".lstrip("."), table[key], f"a known key (one of {', '.join(sorted(allowed))})"
+                    f"{where}.{key}".lstrip("."),
+                    table[key],
+                    f"a known key{hint} (one of {', '.join(sorted(allowed))})",
                 )
         for key in sorted(required - set(table)):
             raise SpecError(f"{self.source}: {self.name(f'{where}.{key}'.lstrip('.'))}: missing (required)")

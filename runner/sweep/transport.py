@@ -26,7 +26,9 @@ labels is redacted there too, with a warning.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
+import errno
 import functools
 import json
 import re
@@ -38,6 +40,7 @@ from typing import TYPE_CHECKING, Protocol
 from yarl import URL
 
 from runner.errors import (
+    ConnectionFailed,
     FatalRequestError,
     OversizeReply,
     RateLimited,
@@ -114,13 +117,15 @@ class AiohttpTransport:
         import aiohttp
 
         self._session = aiohttp.ClientSession(
-            connector=_connector(max_connections),
+            connector=(connector := _connector(max_connections)),
             timeout=aiohttp.ClientTimeout(total=timeout_s),
             # an API needs no cookies: a server's Set-Cookie would be kept (unbounded) and sent back on every call
             cookie_jar=aiohttp.DummyCookieJar(),
         )
         self.timeout_s = timeout_s
         self.max_reply_bytes = max_reply_bytes
+        # the guarded protocol counts the bytes each request got back: only then is "no byte" known (_unreached)
+        self._counts_bytes = not connector.force_close
 
     async def send(self, call: HttpCall) -> RawReply:
         """POST ``call`` once; ``TransportError`` on refusal, reset, bad framing or timeout (message redacted).
@@ -130,6 +135,8 @@ class AiohttpTransport:
 
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout_s
+        _HEARD.set(None)  # the guarded protocol of this attempt's connection says whether a byte came back
+        replied = False  # a response's status line and headers arrived (the server was reached)
         try:
             data = call.data if call.data is not None else json.dumps(call.body).encode()
             url, timeout = _url(call.url), {}  # the first post: the session's timeout (no object made per call)
@@ -137,6 +144,7 @@ class AiohttpTransport:
                 async with self._session.post(
                     url, data=data, headers=call.headers, allow_redirects=False, **timeout
                 ) as response:
+                    replied = True
                     if response.status in _REDIRECTS and "Location" in response.headers:
                         url = _same_origin(url, response, call.secret)
                         left = deadline - loop.time()
@@ -150,6 +158,8 @@ class AiohttpTransport:
         except TimeoutError:
             raise TransportError("timed out waiting for the response") from None
         except aiohttp.ClientError as exc:  # refused, reset, bad HTTP framing, payload errors
+            if not replied and _unreached(exc, _HEARD.get(), self._counts_bytes):
+                raise ConnectionFailed(failure_text(exc, call.secret)) from None
             raise TransportError(failure_text(exc, call.secret)) from None
         except ValueError as exc:  # a header value aiohttp, yarl or multidict cannot take (never our own data)
             text = f"unreadable HTTP reply ({type(exc).__name__}: {exc})"
@@ -204,6 +214,23 @@ def _undecoded(response: aiohttp.ClientResponse, encoding: str) -> bytes:
     return f"(a body in Content-Encoding {shown}, not decoded)".encode()
 
 
+def _unreached(exc: Exception, heard: _Heard | None, counts_bytes: bool) -> bool:
+    """Whether an aiohttp failure means no server answered: the connection was refused, the name did not
+    resolve, TLS failed, or the connection was reset or closed before any byte of a reply came back (``heard``:
+    what the attempt's connection received, None when it dropped before the request was sent on it; only known
+    where ``counts_bytes``: the connection pool runs the guarded protocol)."""
+    import aiohttp
+
+    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ClientSSLError):
+        return True
+    dropped = isinstance(exc, aiohttp.ServerDisconnectedError) or (
+        isinstance(exc, aiohttp.ClientOSError) and exc.errno in (errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED)
+    )
+    if not dropped or not counts_bytes:  # without the guard, bytes received are unknown: the cell's failure
+        return False
+    return heard is None or not heard.bytes  # None: dropped before the request was even sent on it
+
+
 def failure_text(exc: Exception, secret: str | None) -> str:
     """A short, redacted message for an aiohttp failure (aiohttp's own quote raw bytes, headers and all)."""
     import aiohttp
@@ -244,6 +271,17 @@ def _connector(limit: int) -> aiohttp.TCPConnector:
     return connector
 
 
+@dataclass(slots=True)
+class _Heard:
+    """Bytes received on a connection for the request in flight (set by the guarded protocol)."""
+
+    bytes: int = 0
+
+
+# the sending task's current request: its connection's _Heard (a context variable: each worker task has its own)
+_HEARD: contextvars.ContextVar[_Heard | None] = contextvars.ContextVar("hofcat_heard", default=None)
+
+
 @functools.cache
 def _guarded_protocol() -> type | None:
     """aiohttp's ``ResponseHandler``, made to take one final reply per request (None when it cannot be)."""
@@ -256,9 +294,13 @@ def _guarded_protocol() -> type | None:
 
     class OneReplyPerRequest(ResponseHandler):
         _answered = True  # no request yet: any byte is unsolicited
+        _heard: _Heard | None = None  # what came back for the request in flight
 
         def set_response_params(self, *args: object, **kwargs: object) -> None:
             self._answered = False  # a request is about to be sent on this connection
+            # called in the sending task: its ``send`` reads whether any byte came back (``_unreached``)
+            self._heard = _Heard()
+            _HEARD.set(self._heard)
             super().set_response_params(*args, **kwargs)
 
         def feed_data(self, data: object, size: int = 0) -> None:
@@ -271,6 +313,8 @@ def _guarded_protocol() -> type | None:
             super().feed_data(data, size)
 
         def data_received(self, data: bytes) -> None:
+            if data and self._heard is not None:
+                self._heard.bytes += len(data)
             payload = self._payload
             if data and self._answered and (payload is None or payload.is_eof()):
                 self._drop()  # bytes on a connection that owes nothing: an idle one, or past the reply

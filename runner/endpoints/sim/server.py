@@ -12,7 +12,6 @@ import asyncio
 import json
 import socket
 import subprocess
-import sys
 import threading
 import urllib.request
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ from runner.endpoints.sim.app import PromptReader, SimApp
 from runner.endpoints.sim.config import SimConfig
 from runner.endpoints.sim.log import RequestLog
 from runner.endpoints.sim.respondent import AnswerModel, Scores
+from runner.process import child_env, python_command
 
 
 def build_sim_app(config: SimConfig, scores: Scores | None = None, reader: PromptReader | None = None) -> SimApp:
@@ -171,8 +171,8 @@ class SimProcess:
 
     def start(self) -> None:
         """Start the child and wait for the line announcing its base URL."""
-        command = [sys.executable, "-m", "runner.cli", "serve-sim", "--port", "0", *self.args]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        command = python_command("-m", "runner.cli", "serve-sim", "--port", "0", *self.args)
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=child_env())
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
         if not line:

@@ -6,7 +6,6 @@ import asyncio
 import signal
 import socket
 import sys
-import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
@@ -18,12 +17,10 @@ from runner.sweep.cluster.limiter import close_host, limited, one_line, start_ho
 from runner.sweep.cluster.progress import ClusterProgress, ClusterStats, ProgressBoard, WorkerState, apply_counts
 from runner.sweep.cluster.shards import deal, shares
 from runner.sweep.cluster.worker import ShardJob, run_shard
-from runner.sweep.execute import RunResult, unsupported_parameters
 from runner.sweep.plan import Selection
 from runner.sweep.progress import EndpointStats, Progress
-from runner.sweep.remaining import remaining_work
 from runner.sweep.replicas import executor_view
-from runner.sweep.session import build_manifest, check_no_running_loop, prepare, probe_endpoints, token_bounds
+from runner.sweep.session import LOG_EVERY_S, RunResult, Session, blocking, prepare
 from runner.sweep.spec import Spec
 from runner.sweep.transport import aiohttp_transport
 
@@ -42,43 +39,6 @@ def ray_module() -> ModuleType:
     return ray
 
 
-def run_sweep_on_ray(
-    spec: Spec,
-    out: str | Path,
-    *,
-    address: str | None = "auto",
-    workers: int | None = None,
-    retry_failed: bool = False,
-    stream: TextIO | None = None,
-    live: bool | None = None,
-    log_every_s: float = 60.0,
-    selection: Selection | None = None,
-) -> RunResult:
-    """Run (or resume) ``spec`` into ``out`` on the Ray cluster at ``address`` (``"auto"``, ``"HOST:PORT"``,
-    ``"ray://HOST:10001"``; None: Ray's default) with ``workers`` shards (default: the cluster's CPUs, at most
-    the largest ``max_concurrency`` of the selected endpoints).
-
-    ``out`` must be reachable at the same path from every node. Connects (and disconnects at the end) unless
-    ``ray.init`` was called already. Raises ``UsageError`` without Ray, ``RunnerError`` when a shard fails.
-    """
-    check_no_running_loop("run_sweep_on_ray", "run_sweep_on_ray_async")
-    handle_signals = threading.current_thread() is threading.main_thread()
-    return asyncio.run(
-        run_sweep_on_ray_async(
-            spec,
-            out,
-            address=address,
-            workers=workers,
-            retry_failed=retry_failed,
-            stream=stream,
-            live=live,
-            log_every_s=log_every_s,
-            selection=selection,
-            handle_signals=handle_signals,
-        )
-    )
-
-
 async def run_sweep_on_ray_async(
     spec: Spec,
     out: str | Path,
@@ -88,11 +48,18 @@ async def run_sweep_on_ray_async(
     retry_failed: bool = False,
     stream: TextIO | None = None,
     live: bool | None = None,
-    log_every_s: float = 60.0,
+    log_every_s: float = LOG_EVERY_S,
     selection: Selection | None = None,
     handle_signals: bool = False,
 ) -> RunResult:
-    """``run_sweep_on_ray`` as a coroutine on the caller's loop; installs signal handlers only if asked."""
+    """Run (or resume) ``spec`` into ``out`` on the Ray cluster at ``address`` (``"auto"``, ``"HOST:PORT"``,
+    ``"ray://HOST:10001"``; None: Ray's default) with ``workers`` shards (default: the cluster's CPUs, at most
+    the largest ``max_concurrency`` of the selected endpoints), on the caller's loop (signal handlers only if
+    asked).
+
+    ``out`` must be reachable at the same path from every node. Connects (and disconnects at the end) unless
+    ``ray.init`` was called already. Raises ``UsageError`` without Ray, ``RunnerError`` when a shard fails.
+    """
     ray = ray_module()
     selection, _ = prepare(spec, selection)
     check_for_ray(spec, selection)
@@ -154,21 +121,22 @@ async def _drive(
     handle_signals: bool,
 ) -> RunResult:
     """The driver's session: open the directory, deal the shards, run them to the end, record the session."""
-    writer = RunWriter.open_run(out, build_manifest(spec), batch_rows=spec.run.batch_rows)
     stats = ClusterStats(total=selection.cells)
-    stats.planned = {e.name: selection.quota(e) for e in selection.endpoints}
+    session = Session.open(
+        spec, out, selection, stream=stream, live=live, log_every_s=log_every_s, stats=stats, progress=ClusterProgress
+    )
+    writer, progress = session.writer, session.progress
     for e in selection.endpoints:
         stats.endpoints[e.name] = EndpointStats(e.name, e.requests_per_minute, e.max_concurrency)
         stats.endpoints[e.name].planned = stats.planned[e.name]
-    progress = ClusterProgress(stats, stream=stream, live=live, log_every_s=log_every_s)
     hosts: dict[str, Any] = {}
     results: dict[int, dict[str, Any]] = {}
     failure: BaseException | None = None
     interrupted = True
     try:
-        update_answers(writer)
-        await probe_endpoints(spec, selection, writer, stream, aiohttp_transport)
-        planned = deal(remaining_work(spec, writer, stats, retry_failed, selection), shards)
+        remaining = await session.begin(retry_failed, aiohttp_transport)
+        planned = deal(remaining.work, shards)  # every cell taken: the counts of the skipped ones are final
+        stats.count_skipped(remaining)
         for e in selection.endpoints:
             stats.endpoints[e.name].already_stored = stats.planned[e.name] - sum(p.get(e.name, 0) for p in planned)
         stats.workers = [WorkerState(i, sum(p.values())) for i, p in enumerate(planned) if p]
@@ -204,19 +172,11 @@ async def _drive(
         for host in hosts.values():
             close_host(ray, host, progress)
         record = _record(writer, stats, results, shards, retry_failed, interrupted, failure)
-        if failure is None and record["stored"]:
+        spent = failure is None and record["stored"] > 0
+        if spent:
             update_answers(writer)  # parts a killed worker committed without parsing them
-            record["token_bounds"] = token_bounds(spec, writer, progress)
-        writer.close(record)
-    return RunResult(
-        record["stored"],
-        record["failed"],
-        stats.already_stored,
-        interrupted,
-        {e.name: unsupported_parameters(e) for e in spec.endpoints},
-        stats.failed_before,
-        record["stopped_endpoints"],
-    )
+        session.close(record, spent=spent)
+    return session.result(interrupted, record["stored"], record["failed"], record["stopped_endpoints"])
 
 
 async def _wait_for(
@@ -343,3 +303,6 @@ def _committed_by(writer: RunWriter) -> tuple[int, int]:
         return int(pc.sum(pc.equal(sessions, writer.session)).as_py() or 0)
 
     return count("responses"), count("failures")
+
+
+run_sweep_on_ray = blocking(run_sweep_on_ray_async)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.sweep.progress import Progress, RunStats
+from runner.sweep.progress import Progress, Reading, RunStats
 
 REPORT_S = 0.5  # how often a worker reports its counters (and learns of a stop)
 
@@ -90,8 +89,8 @@ def counts(stats: RunStats) -> dict[str, Any]:
                 "failed": e.failed,
                 "retries": e.retries,
                 "rate_limited": e.rate_limited,
-                "in_flight": e.in_flight(),
-                "limit": e.concurrency_limit(),
+                "in_flight": e.gauge.in_flight,
+                "limit": e.gauge.limit,
                 "stopped": e.stopped,
             }
             for e in stats.endpoints.values()
@@ -149,8 +148,7 @@ def apply_counts(stats: ClusterStats, workers: dict[int, dict[str, Any]]) -> Non
             setattr(e, name, sum(c["endpoints"].get(e.name, {}).get(name, 0) for c in every))
         now = [c["endpoints"][e.name] for c in latest if e.name in c["endpoints"]]
         e.stopped = any(x["stopped"] for x in now)
-        e.in_flight = functools.partial(sum, [x["in_flight"] for x in now])
-        e.concurrency_limit = functools.partial(sum, [x["limit"] for x in now])
+        e.gauge = Reading(sum(x["in_flight"] for x in now), sum(x["limit"] for x in now))
     for w in stats.workers:
         board = workers.get(w.shard)
         if board is not None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runner.sweep.cache import ResponseCache, cache_dir
+from runner.sweep.cellsweep import CellSweep
 from runner.sweep.cluster.limiter import RemoteLimiter
 from runner.sweep.cluster.progress import ShardProgress
 from runner.sweep.cluster.shards import of_shard
@@ -19,7 +20,6 @@ from runner.sweep.plan import Selection
 from runner.sweep.progress import RunStats
 from runner.sweep.remaining import remaining_work
 from runner.sweep.replicas import executor_view
-from runner.sweep.session import CellSweep
 from runner.sweep.spec import EndpointConfig, Spec
 
 
@@ -68,8 +68,10 @@ async def _run_shard(job: ShardJob) -> dict[str, Any]:
     progress.stop_run = sweep.executor.stop
     interrupted, failure = True, None
     try:
-        work = remaining_work(spec, writer, RunStats(total=0), job.retry_failed, job.selection)
-        work = [(e, of_shard(cells, job.shard, job.shards)) for e, cells in work]
+        work = [
+            (e, of_shard(cells, job.shard, job.shards))
+            for e, cells in remaining_work(spec, writer, job.retry_failed, job.selection)
+        ]
         interrupted = await sweep.run(work, view=functools.partial(_worker_view, job.concurrency))
     except BaseException as exc:
         failure = exc

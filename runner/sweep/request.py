@@ -1,0 +1,89 @@
+"""Cell → request: a cell's rendered prompt (messages, their JSON and hash, token estimate), the ``ChatRequest``
+it sends, and the endpoint's key.
+
+The one place a planned cell becomes what goes on the wire: the executor, the batch runner, the determinism
+probe, the extractor and ``hofcat plan --show-prompts`` all build their requests here, so what is shown is what
+is sent. Knows neither transports nor retries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from functools import lru_cache
+from typing import NamedTuple
+
+from runner.errors import SpecError
+from runner.survey.cell import PromptCell
+from runner.sweep.accounting import input_estimate
+from runner.sweep.plan import PlannedCell
+from runner.sweep.providers import ChatRequest, conventional_key_env, get_provider
+from runner.sweep.spec import EndpointConfig
+
+__all__ = ["Rendered", "api_key_for", "prompt_estimate", "rendered", "request_for", "unsupported_parameters"]
+
+
+class Rendered(NamedTuple):
+    """A prompt rendered once: chat messages, their canonical JSON, its 16-hex-digit hash, input-token estimate."""
+
+    messages: list[dict[str, str]]
+    messages_json: str
+    prompt_hash: str
+    input_estimate: int
+
+
+@lru_cache(maxsize=8192)
+def rendered(prompt: PromptCell) -> Rendered:
+    """``prompt`` rendered (cached: a sweep asks each prompt under many samplings)."""
+    from runner.survey.prompts import build_messages
+
+    messages = build_messages(prompt)
+    text = json.dumps(messages, ensure_ascii=False, separators=(",", ":"))
+    return Rendered(messages, text, hashlib.sha256(text.encode()).hexdigest()[:16], input_estimate(messages))
+
+
+def prompt_estimate(prompt: PromptCell) -> int:
+    """Estimated input tokens of a prompt's messages (characters / 4, plus 4 per message)."""
+    return rendered(prompt).input_estimate
+
+
+def request_for(cell: PlannedCell, prompt: Rendered | None = None) -> ChatRequest:
+    """The request a cell sends (its endpoint's model, prompt messages and their JSON, sampling), before the
+    provider maps it to HTTP; ``prompt`` when the caller has rendered it already."""
+    prompt = prompt or rendered(cell.prompt)
+    s = cell.sampling
+    return ChatRequest(
+        cell.endpoint.model,
+        prompt.messages,
+        s.seed,
+        s.temperature,
+        s.top_p,
+        s.max_tokens,
+        prompt.messages_json,
+        s.constraint,
+        top_logprobs=s.top_logprobs,
+    )
+
+
+def api_key_for(endpoint: EndpointConfig, source: str = "spec") -> str | None:
+    """The endpoint's API key from its ``api_key_env`` variable; ``SpecError`` when that variable is unset.
+
+    Without ``api_key_env``: the provider's conventional variable (``OPENAI_API_KEY``, ...) when the endpoint
+    is the provider's own host and it is set, else None.
+    """
+    if endpoint.api_key_env is None:
+        conventional = conventional_key_env(endpoint)
+        return (os.environ.get(conventional) or None) if conventional else None
+    key = os.environ.get(endpoint.api_key_env)
+    if not key:
+        raise SpecError(
+            f"{source}: endpoints.{endpoint.name}.api_key_env = {endpoint.api_key_env!r}: "
+            "must name a set, non-empty environment variable"
+        )
+    return key
+
+
+def unsupported_parameters(endpoint: EndpointConfig) -> list[str]:
+    """Sampling parameters of the plan that this endpoint's provider cannot pass on."""
+    return sorted(get_provider(endpoint.provider).unsupported)
