@@ -124,6 +124,7 @@ def test_analyze_command_passes_the_policy(monkeypatch, tmp_path, capsys, argv, 
 
     seen = []
     monkeypatch.setattr(run_module, "analyze_run", lambda run_dir, options: seen.append(options) or tmp_path)
+    monkeypatch.setattr(analyze, "headline", lambda out: [])  # nothing was analysed: no headline to read
     parser = argparse.ArgumentParser()
     analyze.add_arguments(parser)
     assert analyze.main(parser.parse_args([str(tmp_path), *argv])) == 0
