@@ -44,7 +44,7 @@ demo: build
 
 # Each benchmark checks correctness, then times hofcat against its peer on the same data (benches/RESULTS.md).
 BENCHES := stats_permanova stats_pdist stats_kendall stats_cluster stats_scaling parse_bench \
-           "sim_bench" "runner_bench throughput" "runner_bench memory" analysis_memory \
+           "sim_bench" "runner_bench throughput" "runner_bench memory" "runner_peer --cells 10000 --rounds 5" analysis_memory \
            "llm_bench startup" "llm_bench throughput"
 
 bench: build

@@ -104,7 +104,7 @@ def backoff_s(attempt: int, policy: RetryPolicy, server_s: float | None, rng: ra
     return max(rng.uniform(0.0, cap), policy.server_wait_s(server_s) or 0.0)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one is made per attempt, and a frozen __init__ costs ~5× a plain one
 class Attempt(Generic[T]):
     """One attempt's result: its value, or the request error it failed with; seconds its request took (None:
     never sent)."""
@@ -119,7 +119,7 @@ class Attempt(Generic[T]):
         return self.error is not None and should_retry(self.error)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen, as Attempt: one per cell
 class Tried(Generic[T]):
     """How a call under the retry policy ended: its last attempt, and how many attempts were made (from 1)."""
 
