@@ -9,7 +9,6 @@ be downloaded from the page as CSV (a data URI, still offline), and is written a
 from __future__ import annotations
 
 import base64
-import html
 import io
 import math
 from collections.abc import Iterable
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
+from runner.report.text import html_text
 from runner.rundir import RunWriter, read_output_table
 
 __all__ = ["Page", "fmt_value"]
@@ -54,6 +54,8 @@ document.querySelectorAll('table.sortable th').forEach(function (th, i) {
 """
 
 COLLAPSE_ROWS = 12  # longer tables are folded into <details>
+EMBED_ROWS = 2000  # longer tables are linked files with a preview on the page (a page stays a few megabytes)
+PREVIEW_ROWS = 50
 
 
 def analysis_table(run_dir: Path, name: str) -> pl.DataFrame:
@@ -127,7 +129,7 @@ class Page:
         """Add a section with its blocks, or nothing at all when every block is empty."""
         body = "".join(b for b in blocks if b)
         if body:
-            self.parts.append(f"<section><h2>{html.escape(title)}</h2>{intro}{body}</section>")
+            self.parts.append(f"<section><h2>{html_text(title)}</h2>{intro}{body}</section>")
 
     def raw(self, markup: str) -> None:
         """Add markup as it is (the summary)."""
@@ -154,10 +156,10 @@ class Page:
             self._save(f"figures/{name}.{kind}", images[kind])
         plt.close(fig)
         data = base64.b64encode(images["png"]).decode("ascii")
-        shown = html.escape("|".join(shows))
+        shown = html_text("|".join(shows))
         return (
-            f'<figure id="fig-{name}" data-shows="{shown}"><img alt="{html.escape(caption)}" '
-            f'src="data:image/png;base64,{data}"><figcaption>{html.escape(caption)} '
+            f'<figure id="fig-{name}" data-shows="{shown}"><img alt="{html_text(caption)}" '
+            f'src="data:image/png;base64,{data}"><figcaption>{html_text(caption)} '
             f'<a href="figures/{name}.svg">SVG</a> · <a href="figures/{name}.pdf">PDF</a></figcaption></figure>'
         )
 
@@ -171,23 +173,29 @@ class Page:
         self._save(f"tables/{name}.md", _markdown(flat, caption).encode())
         self._save(f"tables/{name}.tex", _latex(flat, caption).encode())
         text = [c for c, t in frame.schema.items() if t == pl.String or isinstance(t, pl.List | pl.Categorical)]
-        head = "".join(f'<th class="{"l" if c in text else ""}">{html.escape(c)}</th>' for c in frame.columns)
+        shown = frame.head(PREVIEW_ROWS) if frame.height > EMBED_ROWS else frame
+        head = "".join(f'<th class="{"l" if c in text else ""}">{html_text(c)}</th>' for c in frame.columns)
         rows = "".join(
             "<tr>"
             + "".join(
-                f'<td class="{"l" if c in text else ""}">{html.escape(fmt_value(v))}</td>'
+                f'<td class="{"l" if c in text else ""}">{html_text(fmt_value(v))}</td>'
                 for c, v in zip(frame.columns, row, strict=True)
             )
             + "</tr>"
-            for row in frame.iter_rows()
+            for row in shown.iter_rows()
         )
-        href = "data:text/csv;charset=utf-8;base64," + base64.b64encode(csv.encode()).decode("ascii")
+        if shown.height < frame.height:  # a long table is a file beside the page, not megabytes inside it
+            href = f"tables/{name}.csv"
+            count = f"{frame.height:,} rows; the first {shown.height} shown, all in tables/{name}.csv, .md and .tex"
+        else:
+            href = "data:text/csv;charset=utf-8;base64," + base64.b64encode(csv.encode()).decode("ascii")
+            count = f"{frame.height} rows"
         label = (
-            f'<span class="caption">{html.escape(caption)} ({frame.height} rows)</span>'
-            f'<a class="csv" download="{html.escape(name)}.csv" href="{href}">CSV</a>'
+            f'<span class="caption">{html_text(caption)} ({count})</span>'
+            f'<a class="csv" download="{html_text(name)}.csv" href="{href}">CSV</a>'
         )
         table = (
-            f'<div class="scroll"><table class="sortable" id="table-{name}"><thead><tr>{head}</tr></thead>'
+            f'<div class="scroll"><table class="sortable" id="table-{html_text(name)}"><thead><tr>{head}</tr></thead>'
             f"<tbody>{rows}</tbody></table></div>"
         )
         fold = frame.height > COLLAPSE_ROWS if collapse is None else collapse
@@ -200,7 +208,7 @@ class Page:
         page = (
             '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>"
+            f"<title>{html_text(title)}</title><style>{STYLE}</style></head><body>"
             f"{''.join(self.parts)}<script>{SCRIPT}</script></body></html>"
         )
         self._save("index.html", page.encode("utf-8"))
