@@ -151,9 +151,11 @@ def render_report(run_dir: str | Path) -> Path:
     return _report.render_report(run_dir)
 
 
-async def export_run_async(run_dir: str | Path, out: str | Path | None = None, fmt: str = "parquet") -> ExportResult:
+async def export_run_async(
+    run_dir: str | Path, out: str | Path | None = None, fmt: str = "parquet", *, raw_csv: bool = False
+) -> ExportResult:
     """``export_run`` in a worker thread, awaitable from a running event loop."""
-    return await asyncio.to_thread(export_run, run_dir, out, fmt)  # type: ignore[arg-type]
+    return await asyncio.to_thread(export_run, run_dir, out, fmt, raw_csv=raw_csv)  # type: ignore[arg-type]
 
 
 async def render_report_async(run_dir: str | Path) -> Path:

@@ -70,7 +70,7 @@ def test_report_is_self_contained_and_renders_in_chromium(analysed_run, tmp_path
         assert f'id="fig-{name}"' in page and (run / "report" / "figures" / f"{name}.png").is_file()
     assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', page)) == 6
     assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing fetched from outside
-    assert "per dimension and CAT score (papers&#x27; Table 1)" in page and "hofstede-2015" in page
+    assert "per dimension and CAT score (papers&#39; Table 1)" in page and "hofstede-2015" in page
 
     chromium = require_program("chromium")
     shot = tmp_path / "shot.png"

@@ -1,8 +1,9 @@
 """The folder tree is the data flow: each stage imports only stages before it, and nothing imports in a cycle.
 
 Layers, lowest first (a module may import its own layer and any lower one, anywhere in the file, lazily or
-not): errors and survey → rundir → parse → sweep → extract → score → analyze → report and export → endpoints → api
-→ commands and cli. ``from runner import __version__`` is allowed everywhere: the package root imports nothing else.
+not): errors, escape and survey → rundir → parse → sweep → extract → score → analyze → report and export → endpoints
+→ api → commands and cli. ``from runner import __version__`` is allowed everywhere: the package root imports
+nothing else.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = [
-    {"runner.errors", "runner.survey"},
+    {"runner.errors", "runner.escape", "runner.survey"},
     {"runner.rundir"},
     {"runner.parse"},
     {"runner.sweep"},

@@ -18,6 +18,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", metavar="FILE", default=None, help="file to write (default RUN_DIR/export/answers.FORMAT)"
     )
+    parser.add_argument(
+        "--raw",
+        action="store_true",
+        help="CSV only: write text cells as stored, for machine pipelines. By default a cell a spreadsheet would "
+        "evaluate (beginning with = + - @, a tab or a carriage return, other than a plain number) gets a leading "
+        "' so that opening the file runs nothing; Parquet always keeps raw values",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -26,7 +33,10 @@ def main(args: argparse.Namespace) -> int:
 
     from runner.export.tidy import export_run
 
-    result = export_run(args.run_dir, args.out, args.format)
+    if args.raw and args.format != "csv":
+        print("hofcat export: --raw applies to --format csv only (Parquet always keeps raw values)", file=sys.stderr)
+        return 2
+    result = export_run(args.run_dir, args.out, args.format, raw_csv=args.raw)
     print(f"hofcat export: {result.rows} rows × {len(result.columns)} columns", file=sys.stderr)
     print(result.path)
     return 0

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from runner.analyze.load import language_countries
 from runner.errors import InputError
+from runner.escape import csv_cells
 from runner.parse.stage import update_answers
 from runner.rundir import PartPair, RunWriter, part_columns, part_pairs, read_manifest, read_part
 
@@ -180,10 +181,14 @@ def tidy_batches(run_dir: str | Path) -> tuple[pa.Schema, Iterator[pa.Table]]:
     return schema, batches()
 
 
-def export_run(run_dir: str | Path, out: str | Path | None = None, fmt: Format = "parquet") -> ExportResult:
+def export_run(
+    run_dir: str | Path, out: str | Path | None = None, fmt: Format = "parquet", *, raw_csv: bool = False
+) -> ExportResult:
     """Write ``run_dir``'s tidy table to ``out`` (default ``RUN_DIR/export/answers.<fmt>``), streaming by part.
 
-    The file appears whole or not at all (written beside its target, then renamed).
+    The file appears whole or not at all (written beside its target, then renamed). CSV text cells a
+    spreadsheet would evaluate as formulas are neutralised (``runner.escape.csv_cells``) unless ``raw_csv``;
+    Parquet keeps every value as stored.
     """
     if fmt not in EXPORT_FORMATS:
         raise InputError(f"export format {fmt!r}: choose one of {', '.join(EXPORT_FORMATS)}")
@@ -205,7 +210,7 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, fmt: Format =
                 else:
                     sink = stack.enter_context(pacsv.CSVWriter(tmp, _csv_schema(schema)))
                 for batch in batches:
-                    sink.write_table(batch if fmt == "parquet" else _csv_table(batch))
+                    sink.write_table(batch if fmt == "parquet" else _csv_table(batch, raw=raw_csv))
                     rows += len(batch)
                 if not rows and fmt == "parquet":
                     sink.write_table(schema.empty_table())
@@ -224,8 +229,9 @@ def _csv_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema([pa.field(f.name, pa.string()) if _is_list(f.type) else f for f in schema])
 
 
-def _csv_table(table: pa.Table) -> pa.Table:
-    """``table`` with list columns written as text, for CSV (vectorised through polars)."""
+def _csv_table(table: pa.Table, *, raw: bool) -> pa.Table:
+    """``table`` with list columns written as text, for CSV (vectorised through polars); text cells neutralised
+    for spreadsheets unless ``raw``."""
     import polars as pl
 
     columns = []
@@ -238,4 +244,5 @@ def _csv_table(table: pa.Table) -> pa.Table:
             )
             col = pl.DataFrame({"v": values}).select(text.alias("v"))["v"].to_arrow().cast(pa.string())
         columns.append(col)
-    return pa.Table.from_arrays(columns, schema=_csv_schema(table.schema))
+    text = pa.Table.from_arrays(columns, schema=_csv_schema(table.schema))
+    return text if raw else pa.Table.from_arrays(csv_cells(text).columns, schema=text.schema)

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from runner.escape import figure_text
 from runner.report.design import OKABE_ITO, ReportDesign
-from runner.report.text import figure_text
 from runner.survey.dimensions import DIMENSIONS
 from runner.survey.reference import ReferenceSet
 

@@ -13,12 +13,12 @@ from typing import Any
 import polars as pl
 
 from runner.errors import InputError
+from runner.escape import Markup, file_name, html
 from runner.report import figures, maps
 from runner.report.design import ReportDesign, report_design
 from runner.report.measurement import measurement_blocks
 from runner.report.page import Page, analysis_table, fmt_value
 from runner.report.summary import alignment, asked, caveats, facts, headline, quality
-from runner.report.text import html_text
 from runner.rundir import RunWriter, read_output_json
 from runner.survey.dimensions import DIMENSIONS
 from runner.survey.reference import load_reference
@@ -89,7 +89,7 @@ def _tau_tests(kendall: pl.DataFrame, factors: list[str]) -> pl.DataFrame:
     )
 
 
-def _determinism(page: Page, summary: dict[str, Any], manifest: dict[str, Any]) -> list[str]:
+def _determinism(page: Page, summary: dict[str, Any], manifest: dict[str, Any]) -> list[Markup]:
     """The temperature-0 agreement and the endpoints' determinism probes as tables."""
     blocks = []
     zero = summary.get("temperature_zero") or {}
@@ -98,15 +98,23 @@ def _determinism(page: Page, summary: dict[str, Any], manifest: dict[str, Any]) 
         blocks.append(page.table("temperature_zero", frame, "Repeated temperature-0 answers that disagree"))
     for name, probe in sorted((manifest.get("determinism_probe") or {}).items()):
         if "error" in probe:
-            blocks.append(f"<p>Endpoint <b>{html_text(name)}</b>: probe failed: {html_text(probe['error'])}</p>")
+            blocks.append(html("<p>Endpoint <b>{}</b>: probe failed: {}</p>", name, str(probe["error"])))
             continue
         blocks.append(
-            f"<h3>Determinism probe: {html_text(name)} ({html_text(str(probe.get('model')))})</h3>"
-            f"<p>Seed <b>{html_text(str(probe.get('seed')))}</b>; identical share at temperature 0 without a seed "
-            f"{fmt_value(probe.get('greedy_identical_share'))}; {probe.get('repeats')} repeats of "
-            f"{probe.get('max_tokens')} tokens per condition.</p>"
+            html(
+                "<h3>Determinism probe: {} ({})</h3><p>Seed <b>{}</b>; identical share at temperature 0 without a "
+                "seed {}; {} repeats of {} tokens per condition.</p>",
+                name,
+                str(probe.get("model")),
+                str(probe.get("seed")),
+                fmt_value(probe.get("greedy_identical_share")),
+                str(probe.get("repeats")),
+                str(probe.get("max_tokens")),
+            )
         )
-        blocks.append(page.table(f"probe_{name}", pl.DataFrame(probe.get("conditions", [])), "Probe conditions"))
+        # the endpoint's name is data: its table's files and id are derived from it, never spelled by it
+        conditions = pl.DataFrame(probe.get("conditions", []))
+        blocks.append(page.table("probe_" + file_name(str(name)), conditions, f"Probe conditions of {name}"))
     return blocks
 
 
@@ -198,17 +206,20 @@ def _page(out: RunWriter, summary: dict, facets: list[str] | None) -> Path:
     key = f" Conditions are named by {design.key()}." if design.factors else ""
     colour = f" Colour: {design.colour_by}." if design.colour_by else ""
 
-    page.raw(f"<h1>hofcat report: {html_text(title)}</h1>")
+    page.raw(html("<h1>hofcat report: {}</h1>", str(title)))
     top, top_caption = headline(t["cat"], t["kendall"], design)
     page.section(
         "Summary",
-        "<h3>Headline results</h3>"
-        + page.table("headline", top, top_caption, collapse=False)
-        + facts(alignment(t["error_percentage"]))
-        + f"<p class=caption>Reference {html_text(reference.name)}; {html_text(interval)}.</p>",
-        "<h3>Data quality</h3>" + facts(quality(t["status_rates"], _failures(root))),
-        ("<h3>Caveats</h3>" + facts(notes, "warn")) if (notes := caveats(t, summary, reference)) else "",
-        "<h3>What was asked</h3>" + facts(asked(manifest, summary, design)),
+        html(
+            "<h3>Headline results</h3>{}{}<p class=caption>Reference {}; {}.</p>",
+            page.table("headline", top, top_caption, collapse=False),
+            facts(alignment(t["error_percentage"])),
+            reference.name,
+            interval,
+        ),
+        html("<h3>Data quality</h3>{}", facts(quality(t["status_rates"], _failures(root)))),
+        html("<h3>Caveats</h3>{}", facts(notes, "warn")) if (notes := caveats(t, summary, reference)) else "",
+        html("<h3>What was asked</h3>{}", facts(asked(manifest, summary, design))),
     )
     n_countries = t["indices"]["country"].n_unique() if t["indices"].height else 0
     page.section(
@@ -327,17 +338,15 @@ def _page(out: RunWriter, summary: dict, facets: list[str] | None) -> Path:
             "indices", t["indices"], "Index scores per condition and country, with standard errors", collapse=True
         ),
         page.table("warnings", t["warnings"], "Warnings the analysis raised", collapse=True),
-        "<details><summary>Provenance (analysis summary.json)</summary><pre>"
-        + html_text(_json(summary))
-        + "</pre></details>",
+        html("<details><summary>Provenance (analysis summary.json)</summary><pre>{}</pre></details>", _json(summary)),
     )
     return page.write(f"hofcat report: {title}")
 
 
-def _plot(page: Page, name: str, plot: figures.Plot | None, caption: str) -> str:
+def _plot(page: Page, name: str, plot: figures.Plot | None, caption: str) -> Markup:
     """A figure with its caption, plus what it leaves out."""
     if plot is None:
-        return ""
+        return Markup()
     return page.figure(name, plot.fig, f"{caption} {plot.note}".strip(), shows=plot.shows)
 
 

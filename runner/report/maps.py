@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from runner.escape import figure_text
 from runner.report.design import OKABE_ITO, ReportDesign, full_label
 from runner.report.figures import WIDTH, Plot, groups, panel_grid, pyplot, where
-from runner.report.text import figure_text
 from runner.survey.vocab import QUESTIONS
 
 __all__ = ["grid_heatmap", "respondent_embedding", "ssh_by_factor", "status_breakdown"]

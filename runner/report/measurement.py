@@ -7,28 +7,28 @@ section left out) when the analysis has none of them.
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from runner.escape import Markup, html, html_join
 from runner.report.page import Page, analysis_table
 
 __all__ = ["measurement_blocks"]
 
 
-def measurement_blocks(page: Page, run_dir: Path, manifest: dict[str, Any]) -> list[str]:
+def measurement_blocks(page: Page, run_dir: Path, manifest: dict[str, Any]) -> list[Markup]:
     """HTML blocks: measurement per endpoint, fallbacks, beyond-chance scores and position bias."""
     blocks = []
     measured = analysis_table(run_dir, "measurement")
     fallback = manifest.get("measurement_fallback") or {}
     if fallback:
-        items = "".join(
-            f"<li>{html.escape(name)}: measurement distribution falls back to {html.escape(how)}</li>"
+        items = html_join(
+            html("<li>{}: measurement distribution falls back to {}</li>", name, str(how))
             for name, how in fallback.items()
         )
-        blocks.append(f"<ul class=warn>{items}</ul>")
+        blocks.append(html("<ul class=warn>{}</ul>", items))
     if measured.height and (measured["measurement"] != "sample").any():
         blocks.append(
             page.table(

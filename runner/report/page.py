@@ -11,12 +11,13 @@ from __future__ import annotations
 import base64
 import io
 import math
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
 import polars as pl
 
-from runner.report.text import html_text
+from runner.escape import Markup, csv_cells, html, html_join, latex, markdown
 from runner.rundir import RunWriter, read_output_table
 
 __all__ = ["Page", "fmt_value"]
@@ -56,6 +57,8 @@ document.querySelectorAll('table.sortable th').forEach(function (th, i) {
 COLLAPSE_ROWS = 12  # longer tables are folded into <details>
 EMBED_ROWS = 2000  # longer tables are linked files with a preview on the page (a page stays a few megabytes)
 PREVIEW_ROWS = 50
+# A figure's or table's name becomes file names and HTML ids: hofcat's own words, or ``runner.escape.file_name``.
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 
 
 def analysis_table(run_dir: Path, name: str) -> pl.DataFrame:
@@ -82,20 +85,15 @@ def _flat(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _latex(frame: pl.DataFrame, caption: str) -> str:
-    """A booktabs LaTeX table of ``frame``."""
-
-    def esc(text: str) -> str:
-        for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#")):
-            text = text.replace(a, b)
-        return text
-
-    head = " & ".join(esc(c) for c in frame.columns) + r" \\"
-    rows = [" & ".join(esc(fmt_value(v)) for v in row) + r" \\" for row in frame.iter_rows()]
+    """A booktabs LaTeX table of ``frame`` (every name and cell through ``runner.escape.latex``)."""
+    head = " & ".join(latex(c) for c in frame.columns) + r" \\"
+    rows = [" & ".join(latex(fmt_value(v)) for v in row) + r" \\" for row in frame.iter_rows()]
     return "\n".join(
         [
+            "% written by hofcat; needs \\usepackage{booktabs}; text escaped, non-ASCII as accents or U+XXXX",
             r"\begin{table}[ht]",
             r"\centering",
-            rf"\caption{{{esc(caption)}}}",
+            rf"\caption{{{latex(caption)}}}",
             r"\begin{tabular}{" + "l" * len(frame.columns) + "}",
             r"\toprule",
             head,
@@ -110,42 +108,46 @@ def _latex(frame: pl.DataFrame, caption: str) -> str:
 
 
 def _markdown(frame: pl.DataFrame, caption: str) -> str:
-    """A GitHub-flavoured Markdown table of ``frame`` under its caption."""
-    lines = [f"{caption}", "", "| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
-    lines += ["| " + " | ".join(fmt_value(v).replace("|", "\\|") for v in row) + " |" for row in frame.iter_rows()]
+    """A GitHub-flavoured Markdown table of ``frame`` under its caption (text through ``runner.escape.markdown``)."""
+    lines = [markdown(caption), "", "| " + " | ".join(map(markdown, frame.columns)) + " |"]
+    lines.append("|" + "---|" * len(frame.columns))
+    lines += ["| " + " | ".join(markdown(fmt_value(v)) for v in row) + " |" for row in frame.iter_rows()]
     return "\n".join(lines) + "\n"
 
 
 class Page:
-    """One report page being written through a run directory's writer (files land atomically)."""
+    """One report page being written through a run directory's writer (files land atomically).
+
+    Markup is built with ``runner.escape.html``: every value is escaped unless it is markup built the same way."""
 
     def __init__(self, out: RunWriter) -> None:
         self.out = out
-        self.parts: list[str] = []
+        self.parts: list[Markup] = []
         for sub in ("figures", "tables"):
             (out.layout.output("report") / sub).mkdir(parents=True, exist_ok=True)
 
-    def section(self, title: str, *blocks: str, intro: str = "") -> None:
-        """Add a section with its blocks, or nothing at all when every block is empty."""
-        body = "".join(b for b in blocks if b)
+    def section(self, title: str, *blocks: Markup | str, intro: Markup | str = "") -> None:
+        """Add a section with its blocks (plain strings escaped), or nothing at all when every block is empty."""
+        body = html_join(b for b in blocks if b)
         if body:
-            self.parts.append(f"<section><h2>{html_text(title)}</h2>{intro}{body}</section>")
+            self.parts.append(html("<section><h2>{}</h2>{}{}</section>", title, intro, body))
 
-    def raw(self, markup: str) -> None:
-        """Add markup as it is (the summary)."""
-        self.parts.append(markup)
+    def raw(self, markup: Markup) -> None:
+        """Add markup built with ``runner.escape.html`` (the summary); a plain string is escaped."""
+        self.parts.append(html_join([markup]))
 
     def _save(self, stage_file: str, data: bytes) -> None:
         with self.out.output_file("report", stage_file) as tmp:
             tmp.write_bytes(data)
 
-    def figure(self, name: str, fig: object | None, caption: str, *, shows: Iterable[str] = ()) -> str:
+    def figure(self, name: str, fig: object | None, caption: str, *, shows: Iterable[str] = ()) -> Markup:
         """Save a matplotlib figure as PNG, SVG and PDF; the embedded PNG with its caption ('' for no figure).
 
         ``shows`` names what the figure draws (e.g. every model), recorded on the element for readers and tests.
         """
         if fig is None:
-            return ""
+            return Markup()
+        _check_name(name)
         import matplotlib.pyplot as plt
 
         images = {}
@@ -156,32 +158,39 @@ class Page:
             self._save(f"figures/{name}.{kind}", images[kind])
         plt.close(fig)
         data = base64.b64encode(images["png"]).decode("ascii")
-        shown = html_text("|".join(shows))
-        return (
-            f'<figure id="fig-{name}" data-shows="{shown}"><img alt="{html_text(caption)}" '
-            f'src="data:image/png;base64,{data}"><figcaption>{html_text(caption)} '
-            f'<a href="figures/{name}.svg">SVG</a> · <a href="figures/{name}.pdf">PDF</a></figcaption></figure>'
+        return html(
+            '<figure id="fig-{name}" data-shows="{shown}"><img alt="{caption}" src="data:image/png;base64,{data}">'
+            '<figcaption>{caption} <a href="figures/{name}.svg">SVG</a> · <a href="figures/{name}.pdf">PDF</a>'
+            "</figcaption></figure>",
+            name=name,
+            shown="|".join(shows),
+            caption=caption,
+            data=data,
         )
 
-    def table(self, name: str, frame: pl.DataFrame, caption: str, *, collapse: bool | None = None) -> str:
-        """A sortable table with a CSV download, also written as Markdown and LaTeX ('' for an empty frame)."""
+    def table(self, name: str, frame: pl.DataFrame, caption: str, *, collapse: bool | None = None) -> Markup:
+        """A sortable table with a CSV download, also written as Markdown and LaTeX ('' for an empty frame).
+
+        The CSV's text cells are neutralised for spreadsheets (``runner.escape.csv_cells``)."""
         if frame.height == 0 or not frame.columns:
-            return ""
+            return Markup()
+        _check_name(name)
         flat = _flat(frame)
-        csv = flat.write_csv()
+        safe = pl.from_arrow(csv_cells(flat.to_arrow()))
+        assert isinstance(safe, pl.DataFrame)
+        csv = safe.write_csv()
         self._save(f"tables/{name}.csv", csv.encode())
         self._save(f"tables/{name}.md", _markdown(flat, caption).encode())
         self._save(f"tables/{name}.tex", _latex(flat, caption).encode())
         text = [c for c, t in frame.schema.items() if t == pl.String or isinstance(t, pl.List | pl.Categorical)]
+        side = ["l" if c in text else "" for c in frame.columns]
+        head = html_join(html('<th class="{}">{}</th>', s, c) for s, c in zip(side, frame.columns, strict=True))
         shown = frame.head(PREVIEW_ROWS) if frame.height > EMBED_ROWS else frame
-        head = "".join(f'<th class="{"l" if c in text else ""}">{html_text(c)}</th>' for c in frame.columns)
-        rows = "".join(
-            "<tr>"
-            + "".join(
-                f'<td class="{"l" if c in text else ""}">{html_text(fmt_value(v))}</td>'
-                for c, v in zip(frame.columns, row, strict=True)
+        rows = html_join(
+            html(
+                "<tr>{}</tr>",
+                html_join(html('<td class="{}">{}</td>', s, fmt_value(v)) for s, v in zip(side, row, strict=True)),
             )
-            + "</tr>"
             for row in shown.iter_rows()
         )
         if shown.height < frame.height:  # a long table is a file beside the page, not megabytes inside it
@@ -190,29 +199,44 @@ class Page:
         else:
             href = "data:text/csv;charset=utf-8;base64," + base64.b64encode(csv.encode()).decode("ascii")
             count = f"{frame.height} rows"
-        label = (
-            f'<span class="caption">{html_text(caption)} ({count})</span>'
-            f'<a class="csv" download="{html_text(name)}.csv" href="{href}">CSV</a>'
+        label = html(
+            '<span class="caption">{} ({})</span><a class="csv" download="{}.csv" href="{}">CSV</a>',
+            caption,
+            count,
+            name,
+            href,
         )
-        table = (
-            f'<div class="scroll"><table class="sortable" id="table-{html_text(name)}"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{rows}</tbody></table></div>"
+        table = html(
+            '<div class="scroll"><table class="sortable" id="table-{}"><thead><tr>{}</tr></thead>'
+            "<tbody>{}</tbody></table></div>",
+            name,
+            head,
+            rows,
         )
         fold = frame.height > COLLAPSE_ROWS if collapse is None else collapse
         if fold:
-            return f"<details><summary>{label}</summary>{table}</details>"
-        return f"<div>{label}{table}</div>"
+            return html("<details><summary>{}</summary>{}</details>", label, table)
+        return html("<div>{}{}</div>", label, table)
 
     def write(self, title: str) -> Path:
         """Write ``report/index.html``; its path."""
-        page = (
+        page = html(
             '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{html_text(title)}</title><style>{STYLE}</style></head><body>"
-            f"{''.join(self.parts)}<script>{SCRIPT}</script></body></html>"
+            "<title>{}</title><style>{}</style></head><body>{}<script>{}</script></body></html>",
+            title,
+            Markup(STYLE),
+            html_join(self.parts),
+            Markup(SCRIPT),
         )
         self._save("index.html", page.encode("utf-8"))
         return self.out.layout.output("report") / "index.html"
+
+
+def _check_name(name: str) -> None:
+    """Refuse a figure or table name that is not a safe file name (a programming error, not bad input)."""
+    if not _NAME.match(name):
+        raise ValueError(f"report item name {name!r}: not a safe file name; derive it with runner.escape.file_name")
 
 
 def _metadata(kind: str) -> dict[str, str | None]:

@@ -10,9 +10,9 @@ from typing import Any
 import polars as pl
 
 from runner.analyze.agreement import MIN_COUNTRIES
+from runner.escape import Markup, html, html_join
 from runner.report.design import ReportDesign
 from runner.report.page import fmt_value
-from runner.report.text import html_text
 from runner.survey.dimensions import DIMENSIONS
 from runner.survey.reference import ReferenceSet
 
@@ -157,10 +157,11 @@ def _listed(names: list[str]) -> str:
     return "; ".join(names[:LISTED]) + (f"; … {more} more in the Warnings table (appendix)" if more > 0 else "")
 
 
-def facts(items: list[str], cls: str = "") -> str:
+def facts(items: list[str], cls: str = "") -> Markup:
+    """A bulleted list of ``items`` (escaped), or nothing."""
     if not items:
-        return ""
-    return f'<ul class="facts {cls}">' + "".join(f"<li>{html_text(i)}</li>" for i in items) + "</ul>"
+        return Markup()
+    return html('<ul class="facts {}">{}</ul>', cls, html_join(html("<li>{}</li>", i) for i in items))
 
 
 HEADLINE_ROWS = 24  # rows of the headline table: grouping factors are dropped from the end until it fits

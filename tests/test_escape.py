@@ -1,0 +1,258 @@
+"""runner/escape.py: each output format's one escaping function, checked against that format's own rules.
+
+LaTeX output is tokenised as TeX reads it (only the control sequences hofcat writes may appear, every special is
+escaped, braces balance), Markdown output as CommonMark reads a line (every special is backslash-escaped), figure
+text through matplotlib's own mathtext test, CSV cells against the spreadsheet formula rule, HTML through
+MarkupSafe's escaping, file names against POSIX path rules.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runner.escape import Markup, csv_cell, csv_cells, figure_text, file_name, html, html_join, latex, markdown
+
+# Hostile strings of every class the outputs meet; the property tests add arbitrary text.
+PAYLOADS = [
+    r"^^5cinput^^7b/etc/passwd^^7d",
+    r"\input{/etc/passwd}",
+    r"\immediate\write18{touch /tmp/pwned}",
+    r"$x^2$ ~ {} & % _ # \\ \relax",
+    "^^M^^J^^^^",
+    '<img src=x onerror="alert(1)">',
+    "\"'><script>alert(1)</script>",
+    "[x](javascript:alert(1)) | <b>bold</b> `code` *em* ~~s~~ $m$",
+    '=HYPERLINK("http://evil")',
+    "+1+1",
+    "-2+3",
+    "@SUM(A1)",
+    "\tTAB",
+    "\rCR",
+    r"$\undefinedmacro$",
+    "meta-llama/Llama-3.1-8B",
+    "../../etc/passwd",
+    "a\x00b",
+    "",
+    ".",
+    "..",
+    "Ünïcödé ß Æ ł 中文 العربية 🙂 \u202e\u200b",
+    "line\nbreak\r\nand\x0bmore",
+]
+TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=60)
+
+
+# --- LaTeX -------------------------------------------------------------------------------------------------
+
+_COMMANDS = {"textbackslash", "textasciicircum", "textasciitilde", "textless", "textgreater", "textbar"}
+_COMMANDS |= {"ss", "ae", "AE", "o", "O", "oe", "OE", "l", "L", "i", "j"}
+_ACCENT_SYMBOLS = set("`'^~=.\"")
+_ACCENT_WORDS = {"u", "r", "H", "v", "c"}
+_ESCAPED_SYMBOLS = set("{}$&%#_")
+
+
+def _tex_tokens_ok(tex: str) -> None:
+    """Read ``tex`` as TeX does with standard catcodes; fail on anything but the sequences ``latex`` writes."""
+    assert all(" " <= c <= "~" for c in tex), "only printable ASCII"
+    assert "^^" not in tex.replace(r"\textasciicircum{}", "")
+    depth, i = 0, 0
+    while i < len(tex):
+        c = tex[i]
+        if c == "\\":
+            word = re.match(r"[A-Za-z]+", tex[i + 1 :])
+            if word:
+                name = word.group()
+                assert name in _COMMANDS | _ACCENT_WORDS, f"control word \\{name} in {tex!r}"
+                i += 1 + len(name)
+                if name in _ACCENT_WORDS:
+                    assert tex[i] == "{", "an accent command takes a braced letter"
+                elif name not in {"i", "j"} or tex[i] == "{":
+                    assert tex[i : i + 2] == "{}", f"\\{name} ends with {{}}"
+                continue
+            symbol = tex[i + 1]
+            assert symbol in _ESCAPED_SYMBOLS | _ACCENT_SYMBOLS, f"control symbol \\{symbol}"
+            if symbol in _ACCENT_SYMBOLS:
+                assert tex[i + 2] == "{", "an accent takes a braced letter"
+            i += 2
+            continue
+        assert c not in "$&%#^_~", f"unescaped {c!r} in {tex!r}"  # math, alignment, comment, parameter, ...
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            assert depth >= 0, "unbalanced braces"
+        i += 1
+    assert depth == 0, "unbalanced braces"
+
+
+@pytest.mark.parametrize("text", PAYLOADS)
+def test_latex_writes_only_sequences_that_print_text(text):
+    _tex_tokens_ok(latex(text))
+
+
+@settings(deadline=None)  # timing on a busy machine says nothing about escaping
+@given(TEXT)
+def test_latex_of_any_text_reads_as_plain_text_in_tex(text):
+    _tex_tokens_ok(latex(text))
+
+
+def test_latex_keeps_plain_ascii_and_spells_the_rest_readably():
+    plain = "".join(c for c in string.ascii_letters + string.digits + " .,;:!?()[]+-=/'@*") + '"`'
+    assert latex(plain) == plain
+    assert latex("^^5c") == r"\textasciicircum{}\textasciicircum{}5c"
+    assert latex("é ï í ç ß ł") == r"\'{e} \"{\i} \'{\i} \c{c} \ss{} \l{}"
+    assert latex("中🙂") == "U+4E2DU+1F642"
+    assert latex("a\nb\x00c\u202ed") == "a b c d"
+
+
+# --- Markdown ----------------------------------------------------------------------------------------------
+
+_MARKDOWN_SPECIALS = set("\\`*_[]<>()!|~&$#{}")
+
+
+def _markdown_plain(text: str) -> None:
+    """Every Markdown special character in ``text`` is backslash-escaped (CommonMark: then it is literal)."""
+    assert "\n" not in text and "\r" not in text
+    i = 0
+    while i < len(text):
+        if text[i] == "\\":
+            assert i + 1 < len(text) and text[i + 1] in _MARKDOWN_SPECIALS, f"stray backslash in {text!r}"
+            i += 2
+            continue
+        assert text[i] not in _MARKDOWN_SPECIALS, f"unescaped {text[i]!r} in {text!r}"
+        i += 1
+
+
+@pytest.mark.parametrize("text", PAYLOADS)
+def test_markdown_cells_hold_no_markup_html_or_cell_breaks(text):
+    _markdown_plain(markdown(text))
+
+
+@settings(deadline=None)  # timing on a busy machine says nothing about escaping
+@given(TEXT)
+def test_markdown_of_any_text_is_one_plain_cell(text):
+    out = markdown(text)
+    _markdown_plain(out)
+    unescaped = re.sub(r"\\(.)", r"\1", out)  # what CommonMark shows
+    assert unescaped == " ".join(text.splitlines()).replace("\x00", " ")
+
+
+# --- CSV ---------------------------------------------------------------------------------------------------
+
+_EVALUATED = tuple("=+-@\t\r")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def _spreadsheet_safe(cell: str) -> bool:
+    return not cell.startswith(_EVALUATED) or bool(_NUMBER.fullmatch(cell))
+
+
+@pytest.mark.parametrize("text", PAYLOADS)
+def test_csv_cells_a_spreadsheet_would_evaluate_get_a_quote(text):
+    out = csv_cell(text)
+    assert _spreadsheet_safe(out)
+    assert out == text or out == "'" + text
+
+
+def test_csv_leaves_numbers_and_plain_text_alone():
+    for text in ("-0.5", "+3", "1e-3", "-.5", "plain", "a=b", "'quoted"):
+        assert csv_cell(text) == text
+    for text in ("-1+2", "=1", "@x", "-", "+", "\t1"):
+        assert csv_cell(text) == "'" + text
+
+
+@settings(deadline=None)  # pyarrow's regex kernels compile per call: slow on a busy machine, never wrong
+@given(st.lists(st.one_of(st.none(), TEXT, st.sampled_from(PAYLOADS)), max_size=30))
+def test_csv_cells_of_a_table_are_the_cells_one_by_one(values):
+    table = pa.table({"text": pa.array(values, pa.string()), "n": pa.array(range(len(values)), pa.int64())})
+    out = csv_cells(table)
+    assert out.column("text").to_pylist() == [None if v is None else csv_cell(v) for v in values]
+    assert out.column("n").equals(table.column("n"))
+    for other in (pa.array(values, pa.string()).dictionary_encode(), pa.array(values, pa.large_string())):
+        assert csv_cells(pa.table({"text": other})).column("text").to_pylist() == out.column("text").to_pylist()
+
+
+# --- figure text -------------------------------------------------------------------------------------------
+
+
+def _drawn(text: str) -> tuple[str, bool]:
+    """What matplotlib draws for a label ``text`` and whether it parses it as mathtext (its own test)."""
+    from matplotlib.text import Text
+
+    return Text(0, 0, text)._preprocess_math(text)
+
+
+@pytest.mark.parametrize("text", PAYLOADS)
+def test_figure_text_is_drawn_as_written_never_as_mathtext(text):
+    shown, math = _drawn(figure_text(text))
+    assert math is False
+    assert shown == "".join(" " if c in "\x00\t\r\x0b\u202e\u200b" else c for c in text)
+
+
+@settings(deadline=None)  # timing on a busy machine says nothing about escaping
+@given(TEXT)
+def test_figure_text_of_any_label_is_not_mathtext(text):
+    shown, math = _drawn(figure_text(text))
+    assert math is False and len(shown) == len(text)
+
+
+def test_a_mathtext_label_would_have_crashed_without_escaping():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.set_title(r"$\undefinedmacro$")
+    with pytest.raises(ValueError, match="Unknown symbol"):
+        fig.canvas.draw()
+    ax.set_title(figure_text(r"$\undefinedmacro$"))
+    fig.canvas.draw()
+    plt.close(fig)
+
+
+# --- file names --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", PAYLOADS)
+def test_file_names_are_one_safe_path_component(text):
+    name = file_name(text, ".csv")
+    assert re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\.csv", name), name
+    assert "/" not in name and "\x00" not in name and not name.startswith(".") and len(name) <= 53
+
+
+@settings(deadline=None)  # timing on a busy machine says nothing about escaping
+@given(TEXT, TEXT)
+def test_file_names_of_two_names_differ_and_one_name_is_stable(a, b):
+    assert file_name(a) == file_name(a)
+    assert (file_name(a) == file_name(b)) == (a == b)
+    assert re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*-[0-9a-f]{8}", file_name(a))
+
+
+def test_file_names_read_like_their_names():
+    assert file_name("meta-llama/Llama-3.1-8B").startswith("meta-llama-Llama-3.1-8B-")
+    assert file_name("../../etc/passwd").startswith("etc-passwd-")
+    assert file_name("a/b") != file_name("a-b")
+
+
+# --- HTML --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", PAYLOADS)
+def test_html_escapes_every_value_in_text_and_attributes(text):
+    out = html("<p title=\"{}\" data-x='{}'>{}</p>", text, text, text)
+    inner = str(out)[len("<p ") : -len("</p>")]
+    assert not set(inner) & set("<>") or inner.count("<") == 0
+    assert str(out).count('"') == 2 and str(out).count("'") == 2
+    assert str(out).count("<") == 2 and str(out).count(">") == 2
+
+
+def test_html_keeps_markup_built_the_same_way_and_escapes_plain_strings_when_joining():
+    inner = html("<b>{}</b>", "<i>")
+    assert html("<p>{}</p>", inner) == Markup("<p><b>&lt;i&gt;</b></p>")
+    assert html_join([inner, "<script>"]) == Markup("<b>&lt;i&gt;</b>&lt;script&gt;")
