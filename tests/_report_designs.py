@@ -24,7 +24,7 @@ DESIGNS: dict[str, dict] = {
         "factors": {
             "model": ("sim-small", "sim-large", "local"),
             "language": ("en", "zh"),
-            "framing": ("persona", "identity", "none"),
+            "framing": ("persona", "none"),
             "temperature": (0.0, 1.0),
             "top_p": (0.5, 1.0),
             "reply_format": ("number", "json"),

@@ -108,8 +108,8 @@ def level_legend(fig, design: ReportDesign, factor: str | None, levels: list) ->
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], marker="o", ls="", color=design.colour(factor, v)) for v in levels]
-    labels = [figure_text(v) for v in levels]
-    fig.legend(handles, labels, title=figure_text(factor), loc="outside lower center", ncol=min(len(levels), 6))
+    labels = [figure_text(str(v)) for v in levels]
+    fig.legend(handles, labels, title=figure_text(str(factor)), loc="outside lower center", ncol=min(len(levels), 6))
 
 
 def _cut(frame: pl.DataFrame, column: str) -> tuple[pl.DataFrame, int]:
@@ -173,7 +173,7 @@ def kendall_intervals(kendall: pl.DataFrame, design: ReportDesign) -> Plot | Non
 
         handles = [Line2D([], [], marker="o", ls="", color=c) for c in colour_of.values()]
         fig.legend(
-            handles, [figure_text(s) for s in colour_of], title=figure_text(design.key(rest)),
+            handles, [figure_text(str(s)) for s in colour_of], title=figure_text(design.key(rest)),
             loc="outside lower center", ncol=2 if len(series) > 3 else len(series),
         )  # fmt: skip
     return Plot(fig, tuple(design.panel_title(p, design.facets) for p in panels))
@@ -238,13 +238,13 @@ def cat_by_factor(cat: pl.DataFrame, design: ReportDesign) -> Plot | None:
             c = [design.colour(design.colour_by, v) for v in rows[design.colour_by]] if design.colour_by else None
             ax.scatter(i + rng.uniform(-0.25, 0.25, len(y)), y, s=6, c=c, alpha=0.8, lw=0)
             ax.hlines(y.mean(), i - 0.35, i + 0.35, color="black", lw=1.2)
-        ax.set_xticks(range(len(levels)), [figure_text(v) for v in levels] if x_factor else [""])
+        ax.set_xticks(range(len(levels)), [figure_text(str(v)) for v in levels] if x_factor else [""])
         ax.tick_params(axis="x", labelrotation=90 if sum(len(str(v)) for v in levels) > 24 else 0)
         ax.set_xlim(-0.6, len(levels) - 0.4)
         ax.set_ylim(-1.05, 1.05)
         ax.axhline(0, color="0.5", lw=0.5)
         if x_factor:
-            ax.set_xlabel(figure_text(x_factor))
+            ax.set_xlabel(figure_text(str(x_factor)))
         if design.facets:
             ax.set_title(figure_text(design.panel_title(panel, design.facets)))
     for ax in axes[:: max(1, int(WIDTH // 2.5))]:
@@ -264,6 +264,8 @@ def rank_scores(indices: pl.DataFrame, design: ReportDesign, reference: Referenc
     if indices.height == 0:
         return None
     plt = pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     countries = sorted(indices["country"].unique().to_list())
     note = ""
     if len(countries) > MAX_COUNTRIES:
@@ -294,8 +296,9 @@ def rank_scores(indices: pl.DataFrame, design: ReportDesign, reference: Referenc
             ax.scatter(
                 [x[c] + off for c in mean["country"]], mean["rank"], s=9, color=design.colour(colour, level), zorder=2
             )
-        ax.set_xticks(range(len(order)), [figure_text(c) for c in order], rotation=90)
+        ax.set_xticks(range(len(order)), [figure_text(str(c)) for c in order], rotation=90)
         ax.set_ylim(len(countries) + 0.5, 0.5)  # rank 1 at the top
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(f"{dim.upper()}: countries in the reference's order")
         ax.set_ylabel("rank (1 = highest index)")
     level_legend(fig, design, colour, levels if colour else [])

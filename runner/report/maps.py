@@ -52,8 +52,8 @@ def grid_heatmap(cat: pl.DataFrame, design: ReportDesign) -> Plot | None:
                 text = f"{row['mean']:.2f}\nn={row['n']}"
             ax.text(j, i, text, ha="center", va="center", fontsize=6.5)
         image = ax.imshow(grid, cmap="PuOr", vmin=-1, vmax=1, origin="lower", aspect="auto")
-        ax.set_xticks(range(len(tops)), [figure_text(v) for v in tops])
-        ax.set_yticks(range(len(temps)), [figure_text(v) for v in temps])
+        ax.set_xticks(range(len(tops)), [figure_text(str(v)) for v in tops])
+        ax.set_yticks(range(len(temps)), [figure_text(str(v)) for v in temps])
         ax.set_xlabel("top_p")
         ax.set_ylabel("temperature")
         if by:
@@ -99,9 +99,9 @@ def respondent_embedding(
     for name in names:
         mask = np.array([v == name for v in values])
         if mask.any():
-            ax.scatter(xy[mask, 0], xy[mask, 1], s=8, color=colour_of[name], label=figure_text(name), lw=0)
+            ax.scatter(xy[mask, 0], xy[mask, 1], s=8, color=colour_of[name], label=figure_text(str(name)), lw=0)
     if len(names) > 1:
-        fig.legend(title=figure_text(title), loc="outside right upper")
+        fig.legend(title=figure_text(str(title)), loc="outside right upper")
     ax.set_xlabel(f"t-SNE 1 (perplexity {perplexity:g}, seed {seed}; no units)")
     ax.set_ylabel("t-SNE 2")
     ax.set_xticks([])
@@ -147,7 +147,7 @@ def ssh_by_factor(separation: pl.DataFrame, design: ReportDesign) -> Plot | None
         ss = rows.filter(pl.col("factor") == factor)["ss_h"].to_numpy()
         ax.scatter(ss, i + rng.uniform(-0.2, 0.2, len(ss)), s=5, color=OKABE_ITO[0], alpha=0.6, lw=0)
         ax.vlines(ss.mean(), i - 0.3, i + 0.3, color="black", lw=1.2)
-    ax.set_yticks(range(len(factors)), [figure_text(f) for f in factors])
+    ax.set_yticks(range(len(factors)), [figure_text(str(f)) for f in factors])
     ax.set_ylim(-0.6, len(factors) - 0.4)
     ax.set_xlabel("SS_h between two sets that differ only in this factor (unitless)")
     ax.set_ylabel("factor the pair differs in")
@@ -164,12 +164,15 @@ STATUS_ORDER = ("ok", "refusal", "no_answer", "ambiguous", "invalid_format", "ou
 
 
 def status_breakdown(rates: pl.DataFrame, design: ReportDesign) -> Plot | None:
-    """Stacked bars of parse-status shares per group; None when every answer parsed (the summary says so)."""
+    """Stacked bars of parse-status shares per group; None when every answer parsed or there is one group (a
+    single bar says no more than the summary's Data quality line)."""
     if rates.height == 0 or set(rates["status"].unique().to_list()) == {"ok"}:
         return None
-    plt = pyplot()
     keys = [c for c in rates.columns if c not in ("status", "count", "share")]
     bars = groups(rates, keys)
+    if len(bars) < 2:
+        return None
+    plt = pyplot()
     statuses = sorted(rates["status"].unique().to_list(), key=lambda s: (s not in STATUS_ORDER, STATUS_ORDER.index(s)
                       if s in STATUS_ORDER else 0, s))  # fmt: skip
     fig, ax = plt.subplots(figsize=(5.5, 0.22 * len(bars) + 1.4), layout="constrained")
@@ -177,7 +180,7 @@ def status_breakdown(rates: pl.DataFrame, design: ReportDesign) -> Plot | None:
     labels = [figure_text(" · ".join(str(b[k]) for k in keys) or "all") for b in bars]
     for k, status in enumerate(statuses):
         share = np.array([where(rates, b).filter(pl.col("status") == status)["share"].sum() for b in bars])
-        ax.barh(range(len(bars)), share, left=left, label=figure_text(status), color=OKABE_ITO[k % len(OKABE_ITO)])
+        ax.barh(range(len(bars)), share, left=left, label=figure_text(str(status)), color=OKABE_ITO[k % len(OKABE_ITO)])
         left += share
     ax.set_yticks(range(len(bars)), labels)
     ax.set_ylim(len(bars) - 0.5, -0.5)

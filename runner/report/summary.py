@@ -168,14 +168,14 @@ HEADLINE_ROWS = 24  # rows of the headline table: grouping factors are dropped f
 HEADLINE_BY = ("endpoint", "model", "language", "framing")
 
 
-def _cell(values: pl.Series, low: pl.Series, high: pl.Series) -> str:
-    """One condition: 'estimate [low, high]'; several: 'median (min … max over n)'."""
+def _cell(values: pl.Series, low: pl.Series, high: pl.Series, *, spread: bool = True) -> str:
+    """One condition: 'estimate [low, high]'; several: 'median (min … max)', or the median alone."""
     v = values.cast(pl.Float64).fill_nan(None).drop_nulls()
     if v.len() == 0:
         return "N/A"
     if values.len() == 1:
         return f"{v[0]:.2f} [{fmt_value(low[0])}, {fmt_value(high[0])}]"
-    return f"{v.median():.2f} ({v.min():.2f} … {v.max():.2f})"
+    return f"{v.median():.2f} ({v.min():.2f} … {v.max():.2f})" if spread else f"{v.median():.2f}"
 
 
 def headline(cat: pl.DataFrame, kendall: pl.DataFrame, design: ReportDesign) -> tuple[pl.DataFrame, str]:
@@ -188,6 +188,7 @@ def headline(cat: pl.DataFrame, kendall: pl.DataFrame, design: ReportDesign) -> 
     while by and cat.select(by).unique().height > HEADLINE_ROWS:
         by.pop()
     rows = []
+    several = cat.height > (cat.select(by).unique().height if by else 1)
     for group in cat.select(by).unique().sort(by).to_dicts() if by else [{}]:
         sub = cat
         tau = kendall
@@ -196,22 +197,22 @@ def headline(cat: pl.DataFrame, kendall: pl.DataFrame, design: ReportDesign) -> 
         row: dict[str, Any] = {**{f: str(v) for f, v in group.items()}, "conditions": sub.height}
         row["CAT"] = _cell(sub["cat_score"], sub["ci_low"], sub["ci_high"])
         if "cat_p" in sub.columns:
-            if sub.height == 1:
-                row["p"] = fmt_value(sub["cat_p"][0])
             adjusted = "cat_p_holm" if "cat_p_holm" in sub.columns else "cat_p"
-            row["p ≤ 0.05 (Holm)"] = f"{int((sub[adjusted] <= 0.05).sum())} of {sub.height}"
+            if several:
+                row["Holm p ≤ 0.05"] = f"{int((sub[adjusted] <= 0.05).sum())} of {sub.height}"
+            else:
+                row["p"] = fmt_value(sub["cat_p"][0])
         for dim in DIMENSIONS:
             d = tau.filter(pl.col("dimension") == dim) if tau.height else tau
-            row[dim.upper()] = _cell(d["tau"], d["ci_low"], d["ci_high"]) if d.height else "N/A"
+            row[dim.upper()] = _cell(d["tau"], d["ci_low"], d["ci_high"], spread=False) if d.height else "N/A"
         rows.append(row)
-    several = cat.height > len(rows)
     caption = (
         "CAT score and Kendall tau-b per dimension"
         + (f" per {', '.join(by)}" if by else "")
         + (
-            ": for one condition the estimate [interval]; over several conditions the median (smallest … largest "
-            "estimate), with how many conditions have a Holm-adjusted CAT p ≤ 0.05; each condition's own "
-            "interval and p are in the Conditions table"
+            ": over the conditions of each row, the median CAT (smallest … largest estimate), how many conditions "
+            "have a Holm-adjusted CAT p ≤ 0.05, and the median tau per dimension; each condition's own estimates, "
+            "intervals and p are in the Conditions and Kendall tau tables below"
             if several
             else ": estimate [interval], exact permutation p"
         )
