@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from _report_designs import analysed, conditions
+from benches.report_designs import analysed, conditions
 from conftest import require_program
 
 MEASURE = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>{figures}

@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from runner.escape import figure_text
-from runner.report.design import OKABE_ITO, ReportDesign
+from runner.report.design import OKABE_ITO, ReportDesign, full_label
 from runner.survey.dimensions import DIMENSIONS
 from runner.survey.reference import ReferenceSet
 
@@ -176,7 +176,12 @@ def kendall_intervals(kendall: pl.DataFrame, design: ReportDesign) -> Plot | Non
             handles, [figure_text(str(s)) for s in colour_of], title=figure_text(design.key(rest)),
             loc="outside lower center", ncol=2 if len(series) > 3 else len(series),
         )  # fmt: skip
-    return Plot(fig, tuple(design.panel_title(p, design.facets) for p in panels))
+    return Plot(fig, _every_condition(kendall, design))
+
+
+def _every_condition(frame: pl.DataFrame, design: ReportDesign) -> tuple[str, ...]:
+    """The analysis' name of every condition in ``frame`` (what a figure drawing them all shows)."""
+    return tuple(full_label(r, design.factors) for r in groups(frame, design.factors))
 
 
 def _tau_forests(plt, kendall: pl.DataFrame, design: ReportDesign) -> Plot:
@@ -194,7 +199,7 @@ def _tau_forests(plt, kendall: pl.DataFrame, design: ReportDesign) -> Plot:
     colour = design.colour_by
     level_legend(fig, design, colour, list(design.levels[colour]) if colour else [])
     note = f"No tau (N/A in the tables) for {', '.join(missing)} conditions." if missing else ""
-    return Plot(fig, tuple(d.upper() for d in DIMENSIONS), note)
+    return Plot(fig, _every_condition(kendall, design), note)
 
 
 def cat_forest(cat: pl.DataFrame, design: ReportDesign) -> Plot | None:
