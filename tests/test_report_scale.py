@@ -184,3 +184,17 @@ def test_thousand_conditions_report_reads_well_in_chromium(tmp_path_factory, con
     run = analysed(tmp_path_factory.mktemp("large"), "large")
     _check_report(run, "large", control_svg)
     assert (run / "report" / "index.html").stat().st_size < 10_000_000
+
+
+def test_spec_report_facets_are_checked():
+    from runner.sweep.spec import SpecError, parse_spec
+
+    base = '[run]\nname = "r"\n[[endpoints]]\nname = "e"\nprovider = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n'
+    base += 'model = "m"\n[design]\npersonas = ["China", "Japan", "Germany"]\n'
+    assert parse_spec(base + '[report]\nfacets = ["model", "language"]\n').raw["report"]["facets"] == [
+        "model",
+        "language",
+    ]
+    for bad in ('facets = ["a", "b", "c"]', 'facets = "model"', "facets = [1]", 'colour = "model"'):
+        with pytest.raises(SpecError, match="report"):
+            parse_spec(base + f"[report]\n{bad}\n")
