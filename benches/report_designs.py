@@ -40,6 +40,7 @@ DESIGNS: dict[str, dict] = {
             "temperature": (0.0, 0.5, 1.0, 1.5),
             "top_p": (0.5, 1.0),
             "reply_format": ("number", "json"),
+            "measurement": ("sample", "distribution"),
         },
         "countries": COUNTRIES,
         "seeds": 2,
