@@ -20,7 +20,7 @@ import polars as pl
 
 from runner.errors import InputError
 
-__all__ = ["OKABE_ITO", "ReportDesign", "full_label", "report_design"]
+__all__ = ["OKABE_ITO", "ReportDesign", "full_label", "level", "report_design"]
 
 # Okabe & Ito (2008), ordered so the first colours are the most distinct on white; yellow (hard to see) last.
 OKABE_ITO = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
@@ -33,8 +33,14 @@ def full_label(row: Mapping[str, Any], factors: Sequence[str]) -> str:
     return ", ".join(f"{f}={row[f]}" for f in factors) or "all"
 
 
-def _level(value: object) -> str:
-    return "none" if value is None else str(value)
+LEVEL_CHARS = 24  # a level longer than this is drawn by its two ends (the tables keep it whole)
+
+
+def level(value: object) -> str:
+    """A level as figures write it: 'none' for missing, a long one shortened in the middle (both ends kept, so
+    levels that share a prefix stay apart)."""
+    text = "none" if value is None else str(value)
+    return text if len(text) <= LEVEL_CHARS else f"{text[:13]}…{text[-10:]}"
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,7 @@ class ReportDesign:
     def short(self, row: Mapping[str, Any], factors: Sequence[str] | None = None) -> str:
         """The values of ``factors`` (default: every varying one) in ``row``, joined by ' · '; 'all' if none."""
         names = self.factors if factors is None else factors
-        return " · ".join(_level(row[f]) for f in names) or "all"
+        return " · ".join(level(row[f]) for f in names) or "all"
 
     def key(self, factors: Sequence[str] | None = None) -> str:
         """What a short label's values are: the factor names in their order (``model · language``)."""
@@ -59,7 +65,7 @@ class ReportDesign:
 
     def panel_title(self, row: Mapping[str, Any], factors: Sequence[str]) -> str:
         """``model: local, language: en`` — a facet's title."""
-        return ", ".join(f"{f}: {_level(row[f])}" for f in factors) or "all conditions"
+        return ", ".join(f"{f}: {level(row[f])}" for f in factors) or "all conditions"
 
     def colour(self, factor: str | None, value: object) -> Any:
         """The colour of ``value`` of ``factor``: the same in every figure (by the level's place in its factor)."""

@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from runner.escape import figure_text
-from runner.report.design import OKABE_ITO, ReportDesign, full_label
+from runner.report.design import OKABE_ITO, ReportDesign, full_label, level
 from runner.survey.dimensions import DIMENSIONS
 from runner.survey.reference import ReferenceSet
 
@@ -108,7 +108,7 @@ def level_legend(fig, design: ReportDesign, factor: str | None, levels: list) ->
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], marker="o", ls="", color=design.colour(factor, v)) for v in levels]
-    labels = [figure_text(str(v)) for v in levels]
+    labels = [figure_text(level(v)) for v in levels]
     fig.legend(handles, labels, title=figure_text(str(factor)), loc="outside lower center", ncol=min(len(levels), 6))
 
 
@@ -237,13 +237,13 @@ def cat_by_factor(cat: pl.DataFrame, design: ReportDesign) -> Plot | None:
     for ax, panel in zip(axes, panels, strict=True):
         sub, _ = _cut(where(cat, panel), "cat_score")
         levels = [v for v in design.levels[x_factor] if v in set(sub[x_factor].to_list())] if x_factor else [None]
-        for i, level in enumerate(levels):  # the levels this panel has: no phantom ones
-            rows = sub if x_factor is None else where(sub, {x_factor: level})
+        for i, value in enumerate(levels):  # the levels this panel has: no phantom ones
+            rows = sub if x_factor is None else where(sub, {x_factor: value})
             y = rows["cat_score"].cast(pl.Float64).to_numpy()
             c = [design.colour(design.colour_by, v) for v in rows[design.colour_by]] if design.colour_by else None
             ax.scatter(i + rng.uniform(-0.25, 0.25, len(y)), y, s=6, c=c, alpha=0.8, lw=0)
             ax.hlines(y.mean(), i - 0.35, i + 0.35, color="black", lw=1.2)
-        ax.set_xticks(range(len(levels)), [figure_text(str(v)) for v in levels] if x_factor else [""])
+        ax.set_xticks(range(len(levels)), [figure_text(level(v)) for v in levels] if x_factor else [""])
         ax.tick_params(axis="x", labelrotation=90 if sum(len(str(v)) for v in levels) > 24 else 0)
         ax.set_xlim(-0.6, len(levels) - 0.4)
         ax.set_ylim(-1.05, 1.05)
@@ -294,14 +294,14 @@ def rank_scores(indices: pl.DataFrame, design: ReportDesign, reference: Referenc
             .select(*keys, "country", pl.col(dim).cast(pl.Float64))
             .with_columns(rank=pl.col(dim).rank("average", descending=True).over(keys or pl.lit(1)))
         )
-        for k, level in enumerate(levels):
-            rows = ranks if level is None else ranks.filter(pl.col(colour) == level)
+        for k, value in enumerate(levels):
+            rows = ranks if value is None else ranks.filter(pl.col(colour) == value)
             mean = rows.group_by("country").agg(pl.col("rank").mean())
             off = (k - (len(levels) - 1) / 2) * 0.5 / max(1, len(levels))
             ax.scatter(
-                [x[c] + off for c in mean["country"]], mean["rank"], s=9, color=design.colour(colour, level), zorder=2
+                [x[c] + off for c in mean["country"]], mean["rank"], s=9, color=design.colour(colour, value), zorder=2
             )
-        ax.set_xticks(range(len(order)), [figure_text(str(c)) for c in order], rotation=90)
+        ax.set_xticks(range(len(order)), [figure_text(level(c)) for c in order], rotation=90)
         ax.set_ylim(len(countries) + 0.5, 0.5)  # rank 1 at the top
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(f"{dim.upper()}: countries in the reference's order")

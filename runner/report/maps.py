@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 
 from runner.escape import figure_text
-from runner.report.design import OKABE_ITO, ReportDesign, full_label
+from runner.report.design import OKABE_ITO, ReportDesign, full_label, level
 from runner.report.figures import WIDTH, Plot, groups, panel_grid, pyplot, where
 from runner.survey.vocab import QUESTIONS
 
@@ -52,8 +52,8 @@ def grid_heatmap(cat: pl.DataFrame, design: ReportDesign) -> Plot | None:
                 text = f"{row['mean']:.2f}\nn={row['n']}"
             ax.text(j, i, text, ha="center", va="center", fontsize=6.5)
         image = ax.imshow(grid, cmap="PuOr", vmin=-1, vmax=1, origin="lower", aspect="auto")
-        ax.set_xticks(range(len(tops)), [figure_text(str(v)) for v in tops])
-        ax.set_yticks(range(len(temps)), [figure_text(str(v)) for v in temps])
+        ax.set_xticks(range(len(tops)), [figure_text(level(v)) for v in tops])
+        ax.set_yticks(range(len(temps)), [figure_text(level(v)) for v in temps])
         ax.set_xlabel("top_p")
         ax.set_ylabel("temperature")
         if by:
@@ -90,8 +90,8 @@ def respondent_embedding(
     fig, ax = plt.subplots(figsize=(5.5, 4.2), layout="constrained")
     factor = design.colour_by
     if factor is not None:  # each point's set is a condition: its level of the colour factor
-        level = {full_label(r, design.factors): r[factor] for r in cat.iter_rows(named=True)}
-        values = [level.get(s) for s in sets]
+        level_of = {full_label(r, design.factors): r[factor] for r in cat.iter_rows(named=True)}
+        values = [level_of.get(s) for s in sets]
         names = list(design.levels[factor])
         colour_of = {v: design.colour(factor, v) for v in names}
         title = factor
@@ -102,7 +102,7 @@ def respondent_embedding(
     for name in names:
         mask = np.array([v == name for v in values])
         if mask.any():
-            ax.scatter(xy[mask, 0], xy[mask, 1], s=8, color=colour_of[name], label=figure_text(str(name)), lw=0)
+            ax.scatter(xy[mask, 0], xy[mask, 1], s=8, color=colour_of[name], label=figure_text(level(name)), lw=0)
     if len(names) > 1:
         fig.legend(title=figure_text(str(title)), loc="outside right upper")
     ax.set_xlabel(f"t-SNE 1 (perplexity {perplexity:g}, seed {seed}; no units)")
@@ -160,7 +160,7 @@ def ssh_by_factor(separation: pl.DataFrame, design: ReportDesign) -> Plot | None
 def _short_set(name: str, design: ReportDesign) -> str:
     """A set's label as the values of the varying factors (the analysis names it ``f=v, ...``)."""
     parts = dict(p.split("=", 1) for p in name.split(", ") if "=" in p)
-    return figure_text(" · ".join(parts.get(f, "?") for f in design.factors) if parts else name)
+    return figure_text(" · ".join(level(parts.get(f, "?")) for f in design.factors) if parts else name)
 
 
 STATUS_ORDER = ("ok", "refusal", "no_answer", "ambiguous", "invalid_format", "out_of_range", "failed")
@@ -180,7 +180,7 @@ def status_breakdown(rates: pl.DataFrame, design: ReportDesign) -> Plot | None:
                       if s in STATUS_ORDER else 0, s))  # fmt: skip
     fig, ax = plt.subplots(figsize=(5.5, 0.22 * len(bars) + 1.4), layout="constrained")
     left = np.zeros(len(bars))
-    labels = [figure_text(" · ".join(str(b[k]) for k in keys) or "all") for b in bars]
+    labels = [figure_text(" · ".join(level(b[k]) for k in keys) or "all") for b in bars]
     for k, status in enumerate(statuses):
         share = np.array([where(rates, b).filter(pl.col("status") == status)["share"].sum() for b in bars])
         ax.barh(range(len(bars)), share, left=left, label=figure_text(str(status)), color=OKABE_ITO[k % len(OKABE_ITO)])
