@@ -126,7 +126,8 @@ def _forest(ax, rows: pl.DataFrame, value: str, design: ReportDesign, *, labelle
     colour = design.colour_by
     colours = [design.colour(colour, v) for v in rows[colour]] if colour else [OKABE_ITO[0]] * rows.height
     ok = np.isfinite(low) & np.isfinite(high)
-    ax.hlines(y[ok], low[ok], high[ok], colors=[c for c, k in zip(colours, ok, strict=True) if k], lw=0.8)
+    lw = 0.8 if rows.height <= 100 else 0.35  # many rows: thin lines, so each interval stays one line
+    ax.hlines(y[ok], low[ok], high[ok], colors=[c for c, k in zip(colours, ok, strict=True) if k], lw=lw)
     ax.scatter(est, y, s=10 if rows.height <= LABELLED_ROWS else 3, c=colours, zorder=3)
     ax.axvline(0, color="0.5", lw=0.5)
     ax.set_xlim(-1.05, 1.05)
