@@ -198,3 +198,37 @@ def test_spec_report_facets_are_checked():
     for bad in ('facets = ["a", "b", "c"]', 'facets = "model"', "facets = [1]", 'colour = "model"'):
         with pytest.raises(SpecError, match="report"):
             parse_spec(base + f"[report]\n{bad}\n")
+
+
+def test_facets_are_the_factors_that_explain_most_of_the_cat_variance():
+    import itertools
+
+    import numpy as np
+    import polars as pl
+    from scipy.stats import f_oneway
+
+    from runner.errors import InputError
+    from runner.report.design import OKABE_ITO, report_design
+
+    rng = np.random.default_rng(5)
+    rows = [
+        {
+            "model": m,
+            "language": lang,
+            "temperature": t,
+            "cat_score": 0.3 * (lang == "zh") + 0.1 * m + rng.normal(0, 0.05),
+        }
+        for m, lang, t in itertools.product((0, 1, 2), ("en", "zh"), (0.0, 0.5, 1.0, 1.5))
+    ]
+    cat = pl.DataFrame(rows)
+    design = report_design(cat, ["model", "language", "temperature"])
+    for factor in ("model", "language", "temperature"):  # eta squared from scipy's one-way ANOVA F
+        groups = [g["cat_score"].to_numpy() for _, g in cat.group_by(factor)]
+        k, n = len(groups), cat.height
+        f = f_oneway(*groups).statistic
+        assert design.importance[factor] == pytest.approx(f * (k - 1) / (f * (k - 1) + n - k), rel=1e-12)
+    assert design.facets == ("language", "model") and design.colour_by == "temperature"
+    assert [design.colour("temperature", t) for t in (0.0, 0.5, 1.0, 1.5)] == list(OKABE_ITO[:4])
+    assert report_design(cat, ["model", "language", "temperature"], facets=["temperature"]).facets == ("temperature",)
+    with pytest.raises(InputError, match="facets"):
+        report_design(cat, ["model", "language", "temperature"], facets=["seed"])
