@@ -243,7 +243,8 @@ def cat_by_factor(cat: pl.DataFrame, design: ReportDesign) -> Plot | None:
             y = rows["cat_score"].cast(pl.Float64).to_numpy()
             c = [design.colour(design.colour_by, v) for v in rows[design.colour_by]] if design.colour_by else None
             ax.scatter(i + rng.uniform(-0.25, 0.25, len(y)), y, s=6, c=c, alpha=0.8, lw=0)
-            ax.hlines(y.mean(), i - 0.35, i + 0.35, color="black", lw=1.2)
+            if len(y):
+                ax.hlines(y.mean(), i - 0.35, i + 0.35, color="black", lw=1.2)
         ax.set_xticks(range(len(levels)), [figure_text(level(v)) for v in levels] if x_factor else [""])
         ax.tick_params(axis="x", labelrotation=90 if sum(len(str(v)) for v in levels) > 24 else 0)
         ax.set_xlim(-0.6, len(levels) - 0.4)

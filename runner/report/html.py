@@ -288,8 +288,8 @@ def _page(out: RunWriter, summary: dict, facets: list[str] | None) -> Path:
             page,
             "tsne",
             tsne,
-            f"t-SNE of respondents ({t['respondents'].height} points"
-            + (", the six VSM scores of each" if vsm else ", 24 answers each")
+            ("t-SNE of the six VSM scores" if vsm else "t-SNE of the 24 answers")
+            + f" of each respondent ({t['respondents'].height} points"
             + f"; points per {summary.get('points', 'seed')}; value-differences Figure 1).{colour}",
         ),
         _plot(
