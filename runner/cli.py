@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "runner.commands.run",
     "runner.commands.status",
     "runner.commands.reparse",
+    "runner.commands.repair",
     "runner.commands.extract",
     "runner.commands.serve_sim",
     "runner.commands.serve_llm",

@@ -8,8 +8,8 @@ calls it (the safe path is the only path):
   with ``html_join`` escapes plain strings too, so a forgotten escape shows tags as text instead of running them.
 - LaTeX: ``latex`` escapes every special character (``\\ { } $ & % # _ ^ ~`` and the ones OT1 fonts misprint)
   and writes only printable ASCII: accented Latin letters become accent commands, other characters ``U+XXXX``.
-  No input can form a control sequence, TeX's ``^^`` notation or a math shift, so a table compiles under
-  pdfLaTeX, XeLaTeX and LuaLaTeX and never reads a file.
+  No input can form a control sequence, TeX's ``^^`` notation or a math shift: a table uses only LaTeX's own
+  text commands (any engine) and never reads a file.
 - Markdown: ``markdown`` backslash-escapes the characters that make links, emphasis, code, math, HTML and table
   cells, and turns line breaks into spaces: a cell stays one cell of plain text.
 - CSV: ``csv_cells`` neutralises cells a spreadsheet would evaluate as a formula — text beginning with

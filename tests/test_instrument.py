@@ -150,3 +150,17 @@ def test_invalid_json_names_line_and_column(data_dir):
 def test_unknown_language_lists_the_available_ones():
     with pytest.raises(inst.InstrumentError, match=r"no instrument for language 'de'.*available: ar, en, sk, zh"):
         inst.load_instrument("de")
+
+
+def test_a_language_is_a_name_never_a_path(tmp_path, monkeypatch):
+    from runner.errors import PromptError
+    from runner.survey.prompts import load_templates
+
+    outside = tmp_path / "outside.json"
+    outside.write_text('{"language": "../outside"}')
+    monkeypatch.setattr(paths, "DATA_DIR", tmp_path / "data")
+    for language in ("../outside", "../../outside", "/tmp/outside", "en\x00", "en/../en", ".."):
+        with pytest.raises(inst.InstrumentError, match="not a language name"):
+            inst.load_instrument(language)
+        with pytest.raises(PromptError, match="not a language name"):
+            load_templates(language)

@@ -171,20 +171,22 @@ def test_part_numbers_past_999999_are_read_in_numeric_order(tmp_path: Path) -> N
     assert read_dataset(out, "responses").column("cell_key").to_pylist() == ["c", "a", "b"]
 
 
-def test_two_writers_after_a_deleted_lock_never_overwrite_each_others_parts(tmp_path: Path) -> None:
+def test_deleting_the_lock_file_lets_no_second_writer_in(tmp_path: Path) -> None:
     out = tmp_path / "run"
     first = _writer(out)
     holder = (out / ".lock").read_text().split()
     assert holder == [str(os.getpid()), socket.gethostname()]
     with pytest.raises(RunDirError, match=f"pid {os.getpid()} on host"):
         _writer(out)
-    (out / ".lock").unlink()  # someone "cleans up" while the first writer runs
-    second = _writer(out)
+    (out / ".lock").unlink()  # someone "cleans up" while the first writer runs: the directory itself stays locked
+    with pytest.raises(RunDirError, match="another hofcat process is using this directory"):
+        _writer(out)
+    with pytest.raises(RunDirError, match="another hofcat process"):
+        RunWriter.attach(out)
     first.add(_row("from-first"))
-    second.add(_row("from-second"))
-    first.flush()
-    second.flush()
     first.close()
+    second = _writer(out)  # free again once the first writer closed
+    second.add(_row("from-second"))
     second.close()
     assert len(RunDir(out).parts("responses")) == 2
     assert stored_keys(out)[0] == {"from-first", "from-second"}

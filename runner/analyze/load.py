@@ -9,7 +9,9 @@ becomes ``native`` so that the languages' countries are ranked together (the pap
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from runner.errors import InputError, RunDirError
-from runner.rundir import RunDir, part_columns, part_pairs, read_part
+from runner.rundir import RunDir, part_columns, part_pairs, read_part, unique_cells
 from runner.survey.reference import REFERENCE_DIR
 
 __all__ = ["BATCH_ROWS", "language_countries", "load_answers"]
@@ -78,6 +80,7 @@ def load_answers(run_dir: str | Path, *, keep_keys: bool = False, spool: str | P
         )
     pairs = [(p.answers, p.responses) for p in found if p.answers is not None]
     if pairs:
+        unique_cells(root)  # a cell two writers stored would be counted twice
         return _joined_by_part(pairs, keep_keys, None if spool is None else Path(spool))
     answers = RunDir(root).dataset("answers")
     for candidate in (answers, root / "answers.parquet"):
@@ -86,6 +89,25 @@ def load_answers(run_dir: str | Path, *, keep_keys: bool = False, spool: str | P
         if candidate.is_file():
             return _derive(pl.scan_parquet(candidate))
     raise InputError(f"{root}: no parsed-answers dataset (looked for answers/ with responses/, or answers.parquet)")
+
+
+@contextlib.contextmanager
+def system_errors(what: str) -> Iterator[None]:
+    """Turn a failure of the system under polars (a full disk, a read-only or vanished folder: polars raises
+    them as ``ComputeError`` or ``OSError`` naming ``os error N``) into the one-line ``RunDirError`` ``what: why``;
+    any other polars error stays what it is (a bug to see)."""
+    try:
+        yield
+    except pl.exceptions.PolarsError as exc:
+        line = next(iter(str(exc).splitlines()), "")
+        if not (found := _OS_ERROR.search(str(exc))):
+            raise
+        raise RunDirError(f"{what}: {found.group(1).strip() or line}") from None
+    except OSError as exc:
+        raise RunDirError(f"{what}: {exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")) from None
+
+
+_OS_ERROR = re.compile(r"([^:\n]*)\(os error \d+\)")
 
 
 def _joined_part(answer_path: Path, response_path: Path, keep_keys: bool) -> Iterator[pl.DataFrame]:

@@ -22,7 +22,7 @@ import polars as pl
 from runner.analyze.agreement import agreement_tables
 from runner.analyze.baselines import ORDER_CODE, baseline_tables
 from runner.analyze.design import Design, infer_design, varying
-from runner.analyze.load import load_answers
+from runner.analyze.load import load_answers, system_errors
 from runner.analyze.measurement import measurement_table
 from runner.analyze.multiplicity import adjust_families
 from runner.analyze.reliability import reliability_table
@@ -192,7 +192,7 @@ def analyze_run(run_dir: str | Path, options: AnalysisOptions) -> Path:
     answers are spooled to a temporary folder (removed at the end) and every step streams them from there.
     """
     root = Path(run_dir)
-    with RunWriter.attach(root) as writer:
+    with RunWriter.attach(root) as writer, system_errors(f"{root}: cannot analyse the run"):
         manifest = writer.manifest
         if manifest is not None:
             update_answers(writer)

@@ -12,6 +12,9 @@ source, and the answer's columns. Columns that later hofcat versions add to resp
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -29,7 +32,18 @@ from runner.analyze.load import language_countries
 from runner.errors import InputError
 from runner.escape import csv_cells
 from runner.parse.stage import update_answers
-from runner.rundir import PartPair, RunWriter, part_columns, part_pairs, read_manifest, read_part
+from runner.rundir import (
+    PartPair,
+    RunWriter,
+    part_columns,
+    part_pairs,
+    part_schema,
+    read_manifest,
+    read_part,
+    unique_cells,
+)
+from runner.rundir.guard import create_new
+from runner.rundir.writer import store_error
 
 __all__ = ["EXPORT_FORMATS", "ExportResult", "export_run", "tidy_batches"]
 
@@ -68,10 +82,11 @@ class ExportResult:
 
 
 def _union_schema(paths: list[Path], excluded: frozenset[str] = frozenset()) -> pa.Schema:
-    """The columns of all ``paths`` (Parquet footers only), first seen first, minus ``excluded``."""
+    """The columns of all ``paths`` (Parquet footers only, through the checked reader), first seen first, minus
+    ``excluded``."""
     seen: dict[str, pa.Field] = {}
     for path in paths:
-        for f in pq.read_schema(path):
+        for f in part_schema(path):
             if f.name not in excluded and f.name not in seen:
                 seen[f.name] = f.remove_metadata()
     return pa.schema(list(seen.values()))
@@ -149,6 +164,7 @@ def tidy_batches(run_dir: str | Path) -> tuple[pa.Schema, Iterator[pa.Table]]:
     unparsed = [p.responses for p in pairs if p.answers is None]
     if unparsed:
         raise InputError(f"{unparsed[0]}: has no answers part; run `hofcat reparse {root}` first")
+    unique_cells(root)  # a cell two writers stored would be exported twice
     schema, response_cols, answer_cols = _output_schema(pairs)
     starts = _session_starts(manifest)
     countries = language_countries()
@@ -194,30 +210,70 @@ def export_run(
         raise InputError(f"export format {fmt!r}: choose one of {', '.join(EXPORT_FORMATS)}")
     root = Path(run_dir)
     read_manifest(root)  # a located error for a directory that is not a run
+    target = None if out is None else _out_file(Path(out))
     with RunWriter.attach(root) as writer:  # the lock: no part appears or is rewritten while we read
         update_answers(writer)
-        target = Path(out) if out is not None else writer.layout.output("export") / f"answers.{fmt}"
-        if target.is_dir():
-            raise InputError(f"{target}: is a directory; --out names the file to write")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
         schema, batches = tidy_batches(root)
-        rows = 0
-        try:
-            with ExitStack() as stack:
-                if fmt == "parquet":
-                    sink = stack.enter_context(pq.ParquetWriter(tmp, schema))
-                else:
-                    sink = stack.enter_context(pacsv.CSVWriter(tmp, _csv_schema(schema)))
-                for batch in batches:
-                    sink.write_table(batch if fmt == "parquet" else _csv_table(batch, raw=raw_csv))
-                    rows += len(batch)
-                if not rows and fmt == "parquet":
-                    sink.write_table(schema.empty_table())
-            tmp.replace(target)
-        finally:
-            tmp.unlink(missing_ok=True)
+        with ExitStack() as files:
+            if target is None:  # inside the run: through the writer (no link followed, temp in .tmp)
+                target = writer.layout.output("export") / f"answers.{fmt}"
+                tmp = files.enter_context(writer.output_file("export", target.name))
+            else:
+                tmp = files.enter_context(_beside(target))
+            rows = _write(tmp, fmt, schema, batches, raw_csv)
     return ExportResult(target, rows, tuple(schema.names))
+
+
+def _write(tmp: Path, fmt: Format, schema: pa.Schema, batches: Iterator[pa.Table], raw_csv: bool) -> int:
+    """Stream ``batches`` into ``tmp`` as ``fmt``; the rows written."""
+    rows = 0
+    with ExitStack() as stack:
+        if fmt == "parquet":
+            sink = stack.enter_context(pq.ParquetWriter(tmp, schema))
+        else:
+            sink = stack.enter_context(pacsv.CSVWriter(tmp, _csv_schema(schema)))
+        for batch in batches:
+            sink.write_table(batch if fmt == "parquet" else _csv_table(batch, raw=raw_csv))
+            rows += len(batch)
+        if not rows and fmt == "parquet":
+            sink.write_table(schema.empty_table())
+    return rows
+
+
+def _out_file(target: Path) -> Path:
+    """``--out``: a new file or a regular file to replace; a directory, a link or a special file (a FIFO, a
+    device such as /dev/stdout) is refused, since replacing it would remove or bypass what it is."""
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        return target
+    except OSError as exc:
+        raise InputError(f"--out {target}: cannot be read ({exc.strerror})") from None
+    if stat.S_ISDIR(mode):
+        raise InputError(f"--out {target}: is a directory; --out names the file to write")
+    if stat.S_ISLNK(mode):
+        raise InputError(f"--out {target}: is a symbolic link; name the file itself (hofcat does not replace links)")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"--out {target}: is not a regular file (a device, FIFO or socket); name a file")
+    return target
+
+
+@contextlib.contextmanager
+def _beside(target: Path) -> Iterator[Path]:
+    """A new temp file beside ``target`` (never a link: created exclusively), renamed onto it when the block
+    succeeds, removed when it fails."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        create_new(target.parent, tmp)
+    except OSError as exc:
+        raise store_error(exc, f"--out {target}: cannot write beside it") from None
+    try:
+        yield tmp
+        tmp.replace(target)
+    finally:
+        if tmp.is_file() and not tmp.is_symlink():
+            tmp.unlink()
 
 
 def _is_list(t: pa.DataType) -> bool:

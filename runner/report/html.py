@@ -128,7 +128,15 @@ def render_report(run_dir: str | Path, *, facets: list[str] | None = None) -> Pa
     if summary is None:
         raise InputError(f"{root}: no analysis/summary.json; run `hofcat analyze {root}` first")
     with RunWriter.attach(root) as writer:
-        return _render(writer, summary, facets)
+        try:
+            return _render(writer, summary, facets)
+        except InputError:  # already located (an unknown facet)
+            raise
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:  # a summary.json from elsewhere
+            raise InputError(
+                f"{root}/analysis/summary.json: not what this hofcat's analyze writes ({type(exc).__name__}: "
+                f"{str(exc)[:200]}); run `hofcat analyze {root}` again"
+            ) from None
 
 
 def _failures(root: Path) -> int:

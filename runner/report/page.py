@@ -122,9 +122,7 @@ class Page:
 
     def __init__(self, out: RunWriter) -> None:
         self.out = out
-        self.parts: list[Markup] = []
-        for sub in ("figures", "tables"):
-            (out.layout.output("report") / sub).mkdir(parents=True, exist_ok=True)
+        self.parts: list[Markup] = []  # report/figures and report/tables are made by the writer, links refused
 
     def section(self, title: str, *blocks: Markup | str, intro: Markup | str = "") -> None:
         """Add a section with its blocks (plain strings escaped), or nothing at all when every block is empty."""

@@ -11,6 +11,7 @@ from runner.rundir.reader import (
     column,
     part_columns,
     part_pairs,
+    part_schema,
     read_dataset,
     read_manifest,
     read_output_json,
@@ -18,6 +19,7 @@ from runner.rundir.reader import (
     read_part,
     stored_key_columns,
     stored_keys,
+    unique_cells,
 )
 from runner.rundir.schema import (
     ANSWER_SCHEMA,
@@ -49,6 +51,7 @@ __all__ = [
     "column",
     "part_columns",
     "part_pairs",
+    "part_schema",
     "read_dataset",
     "read_manifest",
     "read_output_json",
@@ -59,5 +62,6 @@ __all__ = [
     "stored_key_columns",
     "stored_keys",
     "table",
+    "unique_cells",
     "versions",
 ]

@@ -32,6 +32,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from runner.errors import RunDirError
+from runner.rundir.guard import open_read
+
 if TYPE_CHECKING:
     from runner.rundir.writer import RunWriter
 
@@ -118,7 +121,7 @@ class AdmissionLog:
         try:
             with self.writer._atomic(self.path) as tmp:  # the run directory's one temp-fsync-rename
                 tmp.write_text(text, encoding="utf-8")
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
         except OSError as exc:
             self._fail(exc)
         self._appended = 0
@@ -157,10 +160,12 @@ class AdmissionLog:
     def _read(self) -> None:
         """Load the journal into memory: finished admissions per endpoint, the in-flight ones finished now."""
         try:
-            if self.path.stat().st_size > MAX_READ_BYTES:
+            with open_read(self.writer.layout.root, self.path) as fh:  # no link followed
+                raw = fh.read(MAX_READ_BYTES + 1)
+            if len(raw) > MAX_READ_BYTES:
                 return
-            text = self.path.read_text(encoding="utf-8", errors="replace")
-        except OSError:  # missing (a new run) or unreadable: nothing to honour
+            text = raw.decode("utf-8", errors="replace")
+        except (OSError, RunDirError):  # missing (a new run), unreadable or foreign: nothing to honour
             return
         now = self.now()
         in_flight: dict[tuple[str, int], tuple[float, float]] = {}

@@ -14,18 +14,21 @@ flight and is never submitted again.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runner.errors import RunDirError
+from runner.rundir.guard import read_text
 from runner.rundir.writer import RunWriter
 
 __all__ = ["STATES", "BatchEntry", "BatchJournal", "read_journal"]
 
 STATES = ("preparing", "submitted", "ended", "collected")
 _STAGE = "batches"
+_TAG = re.compile(r"[0-9a-f]{1,64}")  # what batch_run makes (uuid4 hex); the keys file's name
 _FILE = "journal.json"
 
 
@@ -87,8 +90,10 @@ class BatchJournal:
         """The cell keys of ``entry`` (its keys file)."""
         path = self.folder / f"{entry.tag}.keys"
         try:
-            return [k for k in path.read_text(encoding="utf-8").splitlines() if k]
-        except OSError as exc:
+            if not _TAG.fullmatch(str(entry.tag)):  # a journal from elsewhere names no path outside batches/
+                raise ValueError(f"batch tag {str(entry.tag)[:80]!r} is not one hofcat makes")
+            return [k for k in read_text(self.writer.layout.root, path).splitlines() if k]
+        except (OSError, ValueError) as exc:
             raise RunDirError(f"{path}: the cell keys of batch {entry.tag} cannot be read ({exc})") from None
 
     def open_entries(self, endpoint: str) -> list[BatchEntry]:
@@ -103,9 +108,9 @@ class BatchJournal:
 def read_journal(run_dir: str | Path) -> list[dict[str, Any]]:
     """The batch entries of ``run_dir`` as dicts (empty when the run has no batches); takes no lock."""
     path = Path(run_dir) / _STAGE / _FILE
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return []
     try:
-        return list(json.loads(path.read_text(encoding="utf-8"))["batches"])
-    except (ValueError, KeyError, TypeError) as exc:
+        return list(json.loads(read_text(Path(run_dir), path))["batches"])
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise RunDirError(f"{path}: not a readable batch journal ({exc})") from None

@@ -9,8 +9,12 @@ RUN_DIR/answers/part-ID.parquet    the parse stage's reading of responses/part-I
 RUN_DIR/analysis/, RUN_DIR/report/  outputs of ``hofcat analyze`` and ``hofcat report``
 RUN_DIR/plan-keys/SPEC_HASH.parquet the plan's cell keys in plan order (``runner.rundir.plan_keys``): derived
                                    from the spec, rebuilt when stale or damaged; lets a resume skip the plan walk
-RUN_DIR/.tmp/                      files being written (never read; cleared when a writer opens)
-RUN_DIR/.lock                      held by the one process writing the directory (records its pid and host)
+RUN_DIR/.tmp/                      files being written (never read; hofcat's own cleared when the directory's
+                                   locking writer opens and closes it, whoever wrote them: a session or a shard)
+RUN_DIR/.lock                      records the pid and host of the one process writing the directory, which
+                                   holds an exclusive flock on the directory itself (deleting .lock frees nothing)
+
+Nothing inside a run directory is a link or a special file hofcat would follow (``runner.rundir.guard``).
 
 A part ID is ``N-TOKEN``: N a part number with no width limit (zero-padded to six digits, more when it
 grows; parts sort numerically), TOKEN eight hex digits unique to the writer session that made it, so two
@@ -24,6 +28,8 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from runner.rundir.guard import checked
 
 __all__ = ["DATASETS", "FORMAT", "RunDir", "part_id", "part_number"]
 
@@ -74,7 +80,7 @@ class RunDir:
 
     def parts(self, dataset: str) -> list[str]:
         """IDs of the committed parts of ``dataset``, in numeric part order (empty when the folder is missing)."""
-        folder = self.dataset(dataset)
+        folder = checked(self.root, self.dataset(dataset), file=False)
         if not folder.is_dir():
             return []
         found = [(int(m.group(1)), f[5:-8]) for f in os.listdir(folder) if (m := _PART.match(f))]

@@ -8,6 +8,17 @@ here), every data page read is checked against the CRC-32 the writer stored in i
 column (``cell_key``; ``prompt_hash`` for prompts) is hashed and compared with the digest the writer put in
 the file's metadata (``hofcat.key_digest``). A part failing any check raises ``RunDirError`` naming it. The
 key digest costs one SHA-256 pass over the key bytes (32 MB for 10^6 cells), not a re-read of the replies.
+
+What the checks cover: the CRC-32 of every data page covers that page's bytes as stored (compressed values,
+repetition and definition levels); the footer is parsed and must be consistent (schema, row groups, offsets),
+and the key digest covers the key column's values. Not covered: the page headers' own fields other than what
+parsing them validates, the footer's free-text fields (``created_by``, key-value metadata other than the
+digest) and bytes no reader looks at (padding, the unused tail of a page header, statistics not used to read) —
+a flipped byte there changes nothing that is read, which is why fuzzing finds such flips "undetected".
+
+Every file is opened through ``runner.rundir.guard`` (no link or special file is followed), and readers that
+gather a run's responses check that no ``cell_key`` is stored twice (``unique_cells``): two writers storing
+one cell is a located error, never a cell analysed twice.
 """
 
 from __future__ import annotations
@@ -21,9 +32,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from runner.errors import RunDirError
+from runner.rundir.guard import open_read, read_text
 from runner.rundir.layout import FORMAT, RunDir
 from runner.rundir.schema import ANSWER_SCHEMA, PROMPT_SCHEMA, RESPONSE_SCHEMA
 
@@ -34,6 +47,7 @@ __all__ = [
     "part_columns",
     "part_footer",
     "part_pairs",
+    "part_schema",
     "read_dataset",
     "read_manifest",
     "read_output_json",
@@ -41,6 +55,7 @@ __all__ = [
     "read_part",
     "stored_key_columns",
     "stored_keys",
+    "unique_cells",
 ]
 
 _SCHEMAS = {
@@ -85,7 +100,7 @@ def read_part(path: Path, columns: Iterable[str] | None = None, key_column: str 
     cols = None if columns is None else list(columns)
     try:
         # ParquetFile, not read_table: read_table imports pyarrow.dataset, and with it pandas (~0.3 s at start-up)
-        with pq.ParquetFile(path, page_checksum_verification=True) as part:
+        with _open(path) as fh, pq.ParquetFile(fh, page_checksum_verification=True) as part:
             data = part.read(columns=cols)
     except (pa.ArrowException, OSError) as exc:
         raise _unreadable(path, exc, "Parquet") from None
@@ -104,10 +119,15 @@ def part_footer(path: Path) -> tuple[dict[bytes, bytes], int]:
     """A committed part's schema metadata and row count, from its footer alone (no page is read);
     ``RunDirError`` naming the file as ``read_part`` does."""
     try:
-        with pq.ParquetFile(path) as part:
+        with _open(path) as fh, pq.ParquetFile(fh) as part:
             return part.schema_arrow.metadata or {}, part.metadata.num_rows
     except (pa.ArrowException, OSError) as exc:
         raise _unreadable(path, exc, "Parquet footer") from None
+
+
+def _open(path: Path):
+    """A part opened for reading: no link or special file at it or its folder (its run directory is two up)."""
+    return open_read(path.parent.parent, path)
 
 
 def _unreadable(path: Path, exc: Exception, what: str) -> RunDirError:
@@ -120,10 +140,16 @@ def _unreadable(path: Path, exc: Exception, what: str) -> RunDirError:
 
 def part_columns(path: Path) -> list[str]:
     """The column names of a committed part (from its footer); ``RunDirError`` naming a corrupt one."""
+    return part_schema(path).names
+
+
+def part_schema(path: Path) -> pa.Schema:
+    """The Arrow schema of a committed part (from its footer); ``RunDirError`` naming a corrupt one."""
     try:
-        return pq.read_schema(path).names
+        with _open(path) as fh, pq.ParquetFile(fh) as part:
+            return part.schema_arrow
     except (pa.ArrowException, OSError) as exc:
-        raise RunDirError(f"part {_where(path)} is corrupt (unreadable Parquet footer): {exc}") from None
+        raise _unreadable(path, exc, "Parquet footer") from None
 
 
 def _layout(run_dir: str | Path | RunDir) -> RunDir:
@@ -132,15 +158,57 @@ def _layout(run_dir: str | Path | RunDir) -> RunDir:
 
 def read_manifest(run_dir: str | Path | RunDir) -> dict[str, Any]:
     """The manifest of ``run_dir``; ``RunDirError`` when it is missing or unreadable."""
-    path = _layout(run_dir).manifest
+    layout = _layout(run_dir)
+    path = layout.manifest
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise RunDirError(f"{path}: not a readable hofcat run manifest ({exc})") from None
+        manifest = json.loads(read_text(layout.root, path))
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: not UTF-8 or not JSON
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).splitlines()[0][:200]
+        raise RunDirError(f"{path}: not a readable hofcat run manifest ({reason})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
-        raise RunDirError(f"{path}: format {found!r} is not {FORMAT!r}")
+        raise RunDirError(f"{path}: format {str(found)[:80]!r} is not {FORMAT!r}")
+    _check_manifest(manifest, path)
     return manifest
+
+
+# The manifest's fields every stage relies on, by type: a manifest from elsewhere is checked before it is used.
+_MANIFEST_FIELDS: dict[str, tuple[type, ...]] = {
+    "run_name": (str,),
+    "run_id": (str, type(None)),
+    "spec_hash": (str,),
+    "parser_version": (str,),
+    "reference": (str,),
+    "spec": (dict,),
+    "plan": (dict,),
+    "policies": (dict,),
+    "seeds": (dict,),
+    "versions": (dict,),
+    "measurement_fallback": (dict,),
+    "determinism_probe": (dict,),
+    "sessions": (list,),
+}
+
+
+def _check_manifest(manifest: dict[str, Any], path: Path) -> None:
+    """``RunDirError`` naming the first field of ``manifest`` whose type is not what hofcat writes."""
+
+    def bad(key: str, value: Any, what: str) -> RunDirError:
+        shown = type(value).__name__
+        return RunDirError(f"{path}: {key} is of type {shown}, not {what}; this manifest was not written by hofcat")
+
+    for key, kinds in _MANIFEST_FIELDS.items():
+        if key in manifest and not isinstance(manifest[key], kinds):
+            raise bad(key, manifest[key], " or ".join("null" if k is type(None) else k.__name__ for k in kinds))
+    for i, session in enumerate(manifest.get("sessions", [])):
+        if not isinstance(session, dict):
+            raise bad(f"sessions[{i}]", session, "a table")
+    for name, probe in manifest.get("determinism_probe", {}).items():
+        if not isinstance(probe, dict):
+            raise bad(f"determinism_probe.{str(name)[:80]}", probe, "a table")
+    cells = manifest.get("plan", {}).get("cells")
+    if cells is not None and (isinstance(cells, bool) or not isinstance(cells, int) or cells < 0):
+        raise bad("plan.cells", cells, "a count")
 
 
 def read_dataset(run_dir: str | Path | RunDir, dataset: str, columns: Iterable[str] | None = None) -> pa.Table:
@@ -148,7 +216,13 @@ def read_dataset(run_dir: str | Path | RunDir, dataset: str, columns: Iterable[s
     layout = _layout(run_dir)
     cols = None if columns is None else list(columns)
     key = KEY_COLUMNS.get(dataset)
-    tables = [read_part(layout.part(dataset, n), cols, key) for n in layout.parts(dataset)]
+    checks = dataset == "responses" and cols is not None and "cell_key" not in cols  # the key is read to check it
+    parts = layout.parts(dataset)
+    tables = [read_part(layout.part(dataset, n), [*cols, "cell_key"] if checks else cols, key) for n in parts]
+    if dataset == "responses":
+        _check_unique(parts, [t.column("cell_key") for t in tables])
+    if checks:
+        tables = [t.drop_columns(["cell_key"]) for t in tables]
     if tables:  # parts written before a column existed (e.g. ``constraint``) read it as null
         return pa.concat_tables(tables, promote_options="default")
     schema = _SCHEMAS[dataset]
@@ -161,10 +235,11 @@ def column(run_dir: str | Path | RunDir, dataset: str, name: str) -> list[Any]:
     """One column of every committed part of ``dataset``, as Python values, part by part."""
     layout = _layout(run_dir)
     key = KEY_COLUMNS.get(dataset)
-    out: list[Any] = []
-    for n in layout.parts(dataset):
-        out.extend(read_part(layout.part(dataset, n), [name], key).column(0).to_pylist())
-    return out
+    parts = layout.parts(dataset)
+    columns = [read_part(layout.part(dataset, n), [name], key).column(0) for n in parts]
+    if dataset == "responses" and name == "cell_key":
+        _check_unique(parts, columns)
+    return [value for col in columns for value in col.to_pylist()]
 
 
 def stored_keys(run_dir: str | Path | RunDir) -> tuple[set[str], set[str]]:
@@ -178,10 +253,44 @@ def stored_key_columns(run_dir: str | Path | RunDir) -> tuple[pa.ChunkedArray, p
     layout = _layout(run_dir)
 
     def keys(dataset: str) -> pa.ChunkedArray:
-        parts = [read_part(layout.part(dataset, n), ["cell_key"], "cell_key") for n in layout.parts(dataset)]
-        return pa.chunked_array([c for t in parts for c in t.column(0).chunks], type=pa.string())
+        names = layout.parts(dataset)
+        parts = [read_part(layout.part(dataset, n), ["cell_key"], "cell_key").column(0) for n in names]
+        if dataset == "responses":
+            _check_unique(names, parts)
+        return pa.chunked_array([c.cast(pa.string()) for col in parts for c in col.chunks], type=pa.string())
 
     return keys("responses"), keys("failures")
+
+
+def unique_cells(run_dir: str | Path | RunDir) -> None:
+    """Check that no ``cell_key`` is stored in two responses rows (reads the key columns, verified);
+    ``RunDirError`` naming a duplicated key and the parts holding it."""
+    stored_key_columns(run_dir)
+
+
+def _check_unique(parts: list[str], keys: list[pa.ChunkedArray]) -> None:
+    """``RunDirError`` when a key occurs twice among the responses parts ``parts`` (their ``keys``, in order):
+    the first duplicated key and the parts that hold it."""
+    total = sum(len(k) for k in keys)
+    if not total:
+        return
+    every = pa.chunked_array([c.cast(pa.large_string()) for k in keys for c in k.chunks], type=pa.large_string())
+    import polars as pl  # multi-threaded n_unique, 2.5-5x Arrow count_distinct (benches/unique_cells.py); lazy:
+    # a reader that never gathers responses does not pay for importing it
+
+    if pl.Series(every).n_unique() == total:
+        return
+    counts = pc.value_counts(every)
+    twice = counts.filter(pc.greater(counts.field("counts"), 1))[0]["values"].as_py()
+    holders = [
+        f"responses/part-{p}.parquet" for p, k in zip(parts, keys, strict=True) if pc.any(pc.equal(k, twice)).as_py()
+    ]
+    where = " and ".join(holders) if len(holders) > 1 else f"{holders[0]} (twice)" if holders else "responses/"
+    duplicated = int(pc.sum(pc.subtract(counts.field("counts"), 1)).as_py())
+    raise RunDirError(
+        f"{where}: cell_key {twice!r} is stored more than once ({duplicated} duplicate rows in all): two writers "
+        "stored this run's cells; `hofcat repair RUN_DIR` keeps each cell's first committed row"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,10 +314,7 @@ def part_pairs(run_dir: str | Path | RunDir) -> list[PartPair]:
 
 def answers_parser_version(path: Path) -> str | None:
     """The parser version an answers part was written by (from its schema metadata, else its rows)."""
-    try:
-        metadata = pq.read_schema(path).metadata or {}
-    except (pa.ArrowException, OSError) as exc:
-        raise RunDirError(f"part {_where(path)} is corrupt (unreadable Parquet footer): {exc}") from None
+    metadata, _ = part_footer(path)
     if b"hofcat.parser_version" in metadata:
         return metadata[b"hofcat.parser_version"].decode()
     versions = set(read_part(path, ["parser_version"]).column(0).to_pylist())
@@ -217,11 +323,25 @@ def answers_parser_version(path: Path) -> str | None:
 
 def read_output_table(run_dir: str | Path | RunDir, stage: str, name: str) -> pa.Table | None:
     """Table ``name`` that stage ``stage`` (``analysis``) wrote into the run directory; None if it did not."""
-    path = _layout(run_dir).output(stage) / f"{name}.parquet"
-    return pq.read_table(path) if path.is_file() else None
+    layout = _layout(run_dir)
+    path = layout.output(stage) / f"{name}.parquet"
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        with open_read(layout.root, path) as fh:
+            return pq.read_table(fh)
+    except (pa.ArrowException, OSError) as exc:
+        raise _unreadable(path, exc, "Parquet") from None
 
 
 def read_output_json(run_dir: str | Path | RunDir, stage: str, name: str) -> Any | None:
     """JSON document ``name`` that stage ``stage`` wrote into the run directory; None if it did not."""
-    path = _layout(run_dir).output(stage) / name
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    layout = _layout(run_dir)
+    path = layout.output(stage) / name
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        return json.loads(read_text(layout.root, path))
+    except (OSError, ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).splitlines()[0][:200]
+        raise RunDirError(f"{path}: not readable JSON ({reason}); run the stage that writes it again") from None

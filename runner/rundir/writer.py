@@ -15,14 +15,18 @@ store a row twice. A row that cannot be stored (an ill-typed or out-of-range val
 the batch is bisected down to the bad rows, each becomes a failure of class ``store_error`` naming the bad
 columns, and the rest is committed. Every part carries page checksums and a digest of its key column
 (checked by ``runner.rundir.reader.read_part``).
+
+One writer: the lock is an exclusive ``flock`` on the run directory itself (``.lock`` only records who holds
+it, and is also locked for older versions), so deleting ``.lock`` lets no second writer in. Every file is
+created and every folder entered through ``runner.rundir.guard``: no link or special file inside the run
+directory is followed. The writer that holds the lock clears hofcat's own leftover temp files in ``.tmp``
+when it opens and when it closes the directory, whoever left them (a crashed session, a killed Ray shard).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -40,7 +44,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from runner.errors import RunDirError
+from runner.rundir.guard import checked, clear_temp, create_new, ensure_dir, store_error
 from runner.rundir.layout import DATASETS, RunDir, part_id, part_number
+from runner.rundir.lock import locked
 from runner.rundir.reader import DIGEST_KEY, KEY_COLUMNS, column, key_digest, read_manifest
 from runner.rundir.schema import PromptRow, ResponseRow, table
 
@@ -79,12 +85,17 @@ class RunWriter:
     """Holds the lock of one run directory; open with ``open_run`` (a sweep) or ``attach``, always ``close``."""
 
     def __init__(
-        self, layout: RunDir, lock_fd: int, manifest: dict[str, Any] | None, batch_rows: int, seen_prompts: set[str]
+        self,
+        layout: RunDir,
+        lock: tuple[int, int] | None,
+        manifest: dict[str, Any] | None,
+        batch_rows: int,
+        seen_prompts: set[str],
     ) -> None:
         self.layout = layout
         self.manifest = manifest
         self.batch_rows = batch_rows
-        self._lock_fd: int | None = lock_fd
+        self._lock = lock  # (the directory's fd, .lock's fd), both flocked; None for a secondary writer
         self._rows: list[ResponseRow] = []
         self._failed: list[ResponseRow] = []
         self._prompts: list[PromptRow] = []
@@ -111,7 +122,7 @@ class RunWriter:
             raise RunDirError(f"{layout.root}: is a file, not a run directory; --out must name a directory") from None
         except OSError as exc:
             raise store_error(exc, f"{layout.root}: cannot create the run directory") from None
-        with _locked(layout) as fd:
+        with locked(layout) as fd:
             existing = read_manifest(layout.root) if layout.manifest.exists() else None
             if existing is None:
                 if any(layout.parts(d) for d in DATASETS):
@@ -123,7 +134,7 @@ class RunWriter:
                     f"{manifest['spec_hash']}; resume with the same spec or choose a new --out"
                 )
             for d in DATASETS:
-                layout.dataset(d).mkdir(exist_ok=True)
+                ensure_dir(layout.root, layout.dataset(d))
             writer = cls(layout, fd, existing, batch_rows, set(column(layout, "prompts", "prompt_hash")))
             writer._clear_tmp()
             existing.setdefault("sessions", []).append(
@@ -146,7 +157,7 @@ class RunWriter:
         layout = RunDir(Path(run_dir))
         if not layout.root.is_dir():
             raise RunDirError(f"{layout.root}: no such run directory")
-        with _locked(layout) as fd:
+        with locked(layout) as fd:
             manifest = read_manifest(layout.root) if layout.manifest.exists() else None
             writer = cls(layout, fd, manifest, batch_rows=1, seen_prompts=set())  # adds no rows: no sweep
             writer._clear_tmp()
@@ -256,9 +267,7 @@ class RunWriter:
     @contextlib.contextmanager
     def output_file(self, stage: str, name: str) -> Iterator[Path]:
         """A temp path to write ``RUN_DIR/<stage>/<name>`` to; renamed into place when the block succeeds."""
-        folder = self.layout.output(stage)
-        folder.mkdir(exist_ok=True)
-        with self._atomic(folder / name) as tmp:
+        with self._atomic(self.layout.output(stage) / name) as tmp:
             yield tmp
 
     def close(self, session: dict[str, Any] | None = None) -> None:
@@ -266,7 +275,7 @@ class RunWriter:
 
         A failed write (``RunDirError``) is raised after the session's end record was attempted (best effort:
         on a full disk the small manifest may still fit, with the error in the record)."""
-        if self._lock_fd is None:
+        if self._lock is None:
             return
         try:
             error: RunDirError | None = None
@@ -289,14 +298,22 @@ class RunWriter:
         finally:
             with contextlib.suppress(OSError):
                 self._ballast.unlink(missing_ok=True)
-            os.close(self._lock_fd)
-            self._lock_fd = None
+            with contextlib.suppress(OSError, RunDirError):
+                self._clear_tmp()  # what this session's writers (a Ray shard killed mid-write too) left behind
+            for fd in self._lock:
+                os.close(fd)
+            self._lock = None
 
     @contextlib.contextmanager
     def _atomic(self, final: Path) -> Iterator[Path]:
-        """Yield a temp path beside nothing the readers see; fsync it and rename it to ``final``."""
-        self.layout.tmp.mkdir(exist_ok=True)
+        """Yield a temp path beside nothing the readers see; fsync it and rename it to ``final``. No folder on
+        the way and neither file may be a link (``RunDirError`` naming it)."""
+        root = self.layout.root
+        ensure_dir(root, self.layout.tmp)
+        ensure_dir(root, final.parent)
+        checked(root, final)
         tmp = self.layout.tmp / f"{self.token}-{final.parent.name}-{final.name}"
+        create_new(root, tmp)  # before the try: a foreign entry of that name is refused, never removed
         try:
             yield tmp
             _fsync(tmp)
@@ -312,16 +329,16 @@ class RunWriter:
     def _reserve(self) -> None:
         """Set aside room for the session's end record: a full disk must still let the manifest be written."""
         size = max(64 * 1024, 2 * self.layout.manifest.stat().st_size)
-        with self._ballast.open("wb") as fh:
+        create_new(self.layout.root, self._ballast)
+        with self._ballast.open("r+b") as fh:
             fh.write(b"\0" * size)
             fh.flush()
             os.fsync(fh.fileno())
 
     def _clear_tmp(self) -> None:
-        """Delete half-written files a crashed writer left: they were never committed."""
-        self.layout.tmp.mkdir(exist_ok=True)
-        for leftover in self.layout.tmp.iterdir():
-            leftover.unlink()
+        """Delete half-written files a crashed writer left (never committed); only hofcat's own temp files."""
+        ensure_dir(self.layout.root, self.layout.tmp)
+        clear_temp(self.layout.root, self.layout.tmp)
 
 
 def versions() -> dict[str, str]:
@@ -332,52 +349,6 @@ def versions() -> dict[str, str]:
 
     libraries = {name: importlib.metadata.version(name) for name in ("pyarrow", "polars", "aiohttp", "tenacity")}
     return {"hofcat": __version__, "python": platform.python_version(), **libraries}
-
-
-@contextlib.contextmanager
-def _locked(layout: RunDir) -> Iterator[int]:
-    """The directory's lock fd while a writer is being opened; released again if opening fails (an OSError
-    becomes the one-line ``RunDirError``); on success the writer owns it."""
-    fd = _lock(layout)
-    try:
-        yield fd
-    except OSError as exc:
-        os.close(fd)
-        raise store_error(exc, f"{layout.root}: cannot write the run directory") from None
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _lock(layout: RunDir) -> int:
-    """Take the directory's lock without waiting and record this process's pid and host in it;
-    ``RunDirError`` when another process holds it (naming that process) or the directory is not writable."""
-    try:
-        fd = os.open(layout.lock, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise store_error(exc, f"{layout.root}: cannot lock the run directory") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.read(fd, 200).decode("utf-8", "replace").strip()
-        os.close(fd)
-        who = f" (pid {holder.replace(' ', ' on host ', 1)})" if holder else ""
-        raise RunDirError(f"{layout.root}: another hofcat process{who} is using this directory") from None
-    try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
-    except OSError as exc:
-        os.close(fd)
-        raise store_error(exc, f"{layout.root}: cannot lock the run directory") from None
-    return fd
-
-
-def store_error(exc: OSError, what: str) -> RunDirError:
-    """A one-line ``RunDirError`` for a failed write: ``what`` and the system's reason (a full disk named)."""
-    if exc.errno == errno.ENOSPC:
-        return RunDirError(f"{what}: no space left on device")
-    reason = exc.strerror or type(exc).__name__
-    return RunDirError(f"{what}: {reason}" + (f" ({exc.filename})" if exc.filename else ""))
 
 
 def _session_token() -> str:

@@ -85,10 +85,11 @@ def languages() -> tuple[str, ...]:
 @cache
 def load_instrument(language: str) -> Instrument:
     """The validated instrument for ``language`` (a file stem in data/instrument/); cached per process."""
-    path = instrument_dir() / f"{language}.json"
-    if not path.is_file():
+    path = paths.language_file(instrument_dir(), language)
+    if path is None or not path.is_file():
         known = ", ".join(languages()) or "none"
-        raise InstrumentError(f"no instrument for language {language!r}: {path} does not exist (available: {known})")
+        where = f"{path} does not exist" if path else "not a language name (letters, digits, - and _)"
+        raise InstrumentError(f"no instrument for language {language!r}: {where} (available: {known})")
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:

@@ -33,9 +33,10 @@ def prompts_dir() -> Path:
 @cache
 def load_templates(language: str) -> dict[str, Any]:
     """The validated prompt templates of ``language``; errors name the file and key."""
-    path = prompts_dir() / f"{language}.json"
-    if not path.is_file():
-        raise PromptError(f"no prompt templates for language {language!r}: {path} does not exist")
+    path = paths.language_file(prompts_dir(), language)
+    if path is None or not path.is_file():
+        where = f"{path} does not exist" if path else "not a language name (letters, digits, - and _)"
+        raise PromptError(f"no prompt templates for language {language!r}: {where}")
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from runner.errors import RunDirError
 from runner.sweep.spec import EndpointConfig, Spec, spec_from_dict
 
 BATCH_PRICE_FACTOR = 0.5  # provider batch APIs bill half the online price (OpenAI Batch, Anthropic Message Batches)
@@ -122,7 +123,9 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
     from runner.sweep.plan import estimate
 
     manifest = read_manifest(run_dir)
-    spec = spec_from_dict(manifest["spec"], source=f"{run_dir}/manifest.json spec")
+    spec = spec_from_dict(manifest.get("spec"), source=f"{run_dir}/manifest.json spec")  # type: ignore[arg-type]
+    if manifest.get("plan", {}).get("cells") is None:
+        raise RunDirError(f"{run_dir}/manifest.json: has no plan size (plan.cells); not a manifest hofcat wrote")
     responses = read_dataset(run_dir, "responses", ["cell_key", "endpoint", "input_tokens", "output_tokens"])
     done_keys = set(responses.column("cell_key").to_pylist())
     failed = {key: row[0] for key, row in failed_for_good(run_dir, ["endpoint"], done_keys).items()}
@@ -144,8 +147,8 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
     costs = [e["cost"] for e in per_endpoint.values() if e["cost"] is not None]
     sessions = manifest.get("sessions", [])
     return {
-        "run": manifest["run_name"],
-        "spec_hash": manifest["spec_hash"],
+        "run": manifest.get("run_name"),
+        "spec_hash": manifest.get("spec_hash"),
         "planned": planned,
         "done": len(done_keys),
         "failed": len(failed),

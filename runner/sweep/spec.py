@@ -643,7 +643,10 @@ class _Validator:
         return key
 
     def fail(self, key: str, value: Any, allowed: str) -> None:
-        shown = repr(value)
+        try:
+            shown = repr(value)
+        except RecursionError:  # a 20,000-deep dotted key is a table nested as deep: shown by its depth
+            shown = "<a table nested too deeply to show>"
         if len(shown) > _SHOWN:  # a 100,000-character value stays a one-line error a terminal can show
             shown = f"{shown[:_SHOWN]}… ({len(shown)} characters)"
         raise SpecError(f"{self.source}: {self.name(key)} = {shown}: must be {allowed}")
