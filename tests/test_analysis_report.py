@@ -66,29 +66,36 @@ def test_report_is_self_contained_and_renders_in_chromium(analysed_run, tmp_path
     run, _ = analysed_run
     assert main(["report", str(run)]) == 0
     page = (run / "report" / "index.html").read_text()
-    for name in ("kendall", "scores", "grid", "tsne", "ssh", "status"):
+    names = ("cat_forest", "cat_by_factor", "kendall", "scores", "grid", "tsne", "ssh", "status")
+    for name in names:
         assert f'id="fig-{name}"' in page and (run / "report" / "figures" / f"{name}.png").is_file()
-    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', page)) == 6
+    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', page)) == len(names)
     assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing fetched from outside
     assert "per dimension and CAT score (papers&#39; Table 1)" in page and "hofstede-2015" in page
 
     chromium = require_program("chromium")
-    shot = tmp_path / "shot.png"
-    subprocess.run(
-        [
-            chromium,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            f"--screenshot={shot}",
-            "--window-size=1280,4000",
-            (run / "report" / "index.html").as_uri(),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    # the control: the same page with every figure's image left out (what a page of text alone colours)
+    blank = run / "report" / "blank.html"
+    blank.write_text(re.sub(r'src="data:image/png;base64,[^"]*"', 'src=""', page), encoding="utf-8")
+    shots = {}
+    for name, url in (("shot", run / "report" / "index.html"), ("blank", blank)):
+        shots[name] = tmp_path / f"{name}.png"
+        subprocess.run(
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                f"--screenshot={shots[name]}",
+                "--window-size=1280,4000",
+                url.as_uri(),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+    blank.unlink()
     dom = subprocess.run(
         [
             chromium,
@@ -106,7 +113,10 @@ def test_report_is_self_contained_and_renders_in_chromium(analysed_run, tmp_path
     assert dom.count("<img") == page.count("<img")
     import matplotlib.image
 
-    pixels = matplotlib.image.imread(shot)[..., :3]
-    coloured = (pixels.max(axis=2) - pixels.min(axis=2)) > 0.3  # saturated pixels: bars, markers, heatmaps
-    assert coloured.mean() > 0.01, "the screenshot shows no figures"
+    def saturated(shot):  # saturated pixels: markers, intervals, heatmaps (and a little coloured text)
+        pixels = matplotlib.image.imread(shot)[..., :3]
+        return pixels, (pixels.max(axis=2) - pixels.min(axis=2)) > 0.3
+
+    pixels, coloured = saturated(shots["shot"])
+    assert coloured.mean() > 2 * saturated(shots["blank"])[1].mean() + 0.001, "the screenshot shows no figures"
     assert np.unique((pixels[coloured] * 8).astype(int), axis=0).shape[0] >= 4  # several distinct colours

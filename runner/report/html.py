@@ -7,21 +7,21 @@ scripts, fonts or styles from outside the file, so it opens offline.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from runner.analyze.agreement import MIN_COUNTRIES
 from runner.errors import InputError
-from runner.escape import Markup, file_name, html, html_join
-from runner.report import figures
+from runner.escape import Markup, file_name, html
+from runner.report import figures, maps
+from runner.report.design import ReportDesign, report_design
 from runner.report.measurement import measurement_blocks
 from runner.report.page import Page, analysis_table, fmt_value
+from runner.report.summary import alignment, asked, caveats, facts, headline, quality
 from runner.rundir import RunWriter, read_output_json
 from runner.survey.dimensions import DIMENSIONS
-from runner.survey.reference import ReferenceSet, load_reference
+from runner.survey.reference import load_reference
 from runner.sweep.accounting import failed_for_good
 
 __all__ = ["render_report"]
@@ -77,146 +77,6 @@ def _tau_table(kendall: pl.DataFrame, cat: pl.DataFrame, factors: list[str]) -> 
     return wide
 
 
-def _asked(manifest: dict[str, Any], summary: dict[str, Any]) -> list[str]:
-    """What the run asked, as short facts (from the manifest's spec; the analysis alone when there is none)."""
-    spec = manifest.get("spec") or {}
-    design = spec.get("design") or {}
-    facts = []
-    models = [f"{e.get('model')} ({e.get('name')}, {e.get('provider')})" for e in spec.get("endpoints", [])]
-    if models:
-        facts.append("models: " + "; ".join(models))
-    for endpoint, entry in sorted((summary.get("served_models") or {}).items()):  # what the replies said answered
-        named = ", ".join(f"{name} ({n:,} replies)" for name, n in sorted(entry["served"].items()))
-        unreported = f"{entry['unreported']:,} replies named no model" if entry["unreported"] else ""
-        facts.append(f"served by {endpoint}: " + "; ".join(x for x in (named, unreported) if x))
-    for key, label in (
-        ("mode", "mode"),
-        ("measurement", "measurement"),
-        ("languages", "languages"),
-        ("personas", "personas"),
-        ("identities", "identities"),
-        ("reply_format", "reply format"),
-        ("temperature", "temperature"),
-        ("top_p", "top_p"),
-        ("seeds", "seeds"),
-    ):
-        if key in design:
-            value = design[key]
-            if isinstance(value, dict):
-                value = ", ".join(f"{k} = {fmt_value(v)}" for k, v in value.items())
-            facts.append(f"{label}: {fmt_value(value)}")
-    if "measurement" not in design and design:
-        facts.append("measurement: sample (one sampled answer per request)")
-    facts.extend(  # a combined analysis of several runs (``hofcat analyze R1 R2 --out``)
-        f"run {run['label']}: {run['run_dir']} (spec {run.get('spec_hash')}, parser {run.get('parser_version')})"
-        for run in summary.get("runs", [])
-    )
-    plan = manifest.get("plan") or {}
-    if plan.get("cells") is not None:
-        facts.append(f"cells planned: {plan['cells']:,}")
-    facts.append(f"answers analysed: {summary['answers']:,} in {summary['conditions']} condition(s)")
-    return facts
-
-
-def _quality(status: pl.DataFrame, failures: int) -> list[str]:
-    """Parse rate, refusals and failures, as short facts."""
-    facts = []
-    if status.height:
-        totals = status.group_by("status").agg(pl.col("count").sum())
-        total = int(totals["count"].sum())
-        counts = dict(totals.iter_rows())
-        facts.append(f"parsed (status ok): {counts.get('ok', 0) / total:.1%} of {total:,} answers")
-        if counts.get("refusal"):
-            facts.append(f"refusals: {counts['refusal'] / total:.1%}")
-        other = total - counts.get("ok", 0) - counts.get("refusal", 0)
-        if other:
-            facts.append(f"other unparsed (no answer, ambiguous, …): {other / total:.1%}")
-    facts.append(f"requests failed for good: {failures:,}")
-    return facts
-
-
-def _smallest_p(kendall: pl.DataFrame, n: int) -> float:
-    """The smallest two-sided tau p-value the design can reach: the analysis' exact attainable minima (ties
-    counted), or for an analysis without them 2 / n! (``n`` untied countries)."""
-    if kendall.height and "kendall_p_min" in kendall.columns:
-        return float(kendall["kendall_p_min"].min())
-    return min(1.0, 2 / math.factorial(n)) if n >= 2 else 1.0
-
-
-CAVEATS_SHOWN = 12
-LISTED = 6  # conditions or countries named in one summarising caveat line; the Warnings table has them all
-
-
-def _caveats(t: dict[str, pl.DataFrame], summary: dict[str, Any], reference: ReferenceSet) -> list[str]:
-    """What a reader must know before trusting the numbers: the analysis' warnings, plus design limits.
-
-    Each fact is said once: the analysis' per-condition "few countries" and per-country "missing reference"
-    warnings are summed up in one line each (every one of them stays in the Warnings table)."""
-    warned = [w if isinstance(w, dict) else {"message": str(w)} for w in summary.get("warnings", [])]
-    by_kind: dict[str, list[dict[str, Any]]] = {"few_countries": [], "missing_reference": []}
-    plain = []
-    for w in warned:
-        (by_kind[w["kind"]] if w.get("kind") in by_kind else plain).append(w)
-    notes = [str(c) for c in summary.get("caveats", [])]  # what thin data could not support (analyze/coverage)
-    notes += [str(w.get("message", w)) for w in plain[:CAVEATS_SHOWN]]
-    if len(plain) > CAVEATS_SHOWN:
-        notes.append(f"… {len(plain) - CAVEATS_SHOWN} more warnings in the Warnings table (appendix)")
-    if few := by_kind["few_countries"]:
-        conditions = [str(w.get("condition")) for w in few]
-        notes.append(
-            f"{len(few)} condition(s) with fewer than {MIN_COUNTRIES} countries with reference scores (not ranked, "
-            f"or tau only ±1 there): {_listed(conditions)}"
-        )
-    cat = t["cat"]
-    if cat.height and "n_countries" in cat.columns:
-        n = int(cat["n_countries"].min())
-        if n >= MIN_COUNTRIES and (smallest := _smallest_p(t["kendall"], n)) > 0.05:
-            notes.append(
-                f"with {n} countries the smallest attainable two-sided p-value is {smallest:.3f}: no dimension "
-                "can be significant at 0.05 in this design"
-            )
-    missing = t["countries_without_reference"]
-    if missing.height:
-        notes.append("countries without reference scores (left out of tau): " + ", ".join(missing["country"]))
-    if gaps := by_kind["missing_reference"]:
-        dimensions: dict[str, list[str]] = {}
-        for w in gaps:
-            dims = dimensions.setdefault(str(w.get("country")), [])
-            if w.get("dimension") and str(w["dimension"]).upper() not in dims:
-                dims.append(str(w["dimension"]).upper())
-        named = [f"{c} ({', '.join(d)})" if d else c for c, d in dimensions.items()]
-        notes.append(
-            f"{reference.name} lacks some dimensions for: {_listed(named)} (left out of those dimensions' tau; "
-            "drawn as n/a)"
-        )
-    extraction = summary.get("extractions")  # the extractor fallback (runner/extract): used or left unused
-    if extraction and extraction.get("used"):
-        who = ", ".join(
-            f"{e['answers']} {e['parse_status']} by {e['endpoint']} ({e['model']})" for e in extraction["by_extractor"]
-        )
-        notes.append(
-            f"{extraction['replaced']} answers the parser could not read are scored from an extractor model's "
-            f"restatement (status extracted: {who or 'none'})"
-        )
-    elif extraction:
-        notes.append(
-            f"{extraction['stored']} extracted answers are stored but not scored (hofcat analyze --use-extracted)"
-        )
-    return notes
-
-
-def _headline(t: dict[str, pl.DataFrame], factors: list[str]) -> pl.DataFrame:
-    """CAT score per condition with its interval (and p-value where the analysis gives one)."""
-    cat = t["cat"]
-    if cat.height == 0:
-        return pl.DataFrame()
-    cols = [_condition(cat, factors).alias("condition"), _interval("cat_score").alias("CAT [interval]")]
-    cols += [
-        pl.col(c) for c in ("interval_note", "cat_p", "cat_p_min", "cat_p_holm", "n_countries") if c in cat.columns
-    ]
-    return cat.select(cols)
-
-
 def _tau_tests(kendall: pl.DataFrame, factors: list[str]) -> pl.DataFrame:
     """Per dimension and condition: tau, its interval and its note, the exact p with the attainable minimum,
     and the Holm / Benjamini–Hochberg adjusted p of the family."""
@@ -229,32 +89,6 @@ def _tau_tests(kendall: pl.DataFrame, factors: list[str]) -> pl.DataFrame:
         _interval("tau").alias("tau [interval]"),
         *[pl.col(c) for c in keep if c in kendall.columns],
     )
-
-
-def _alignment(error: pl.DataFrame) -> list[str]:
-    """The best and worst aligned countries (fewest and most mis-ranked dimensions over conditions)."""
-    if error.height == 0:
-        return []
-    ranked = error.drop_nulls("error_pct").sort("error_pct")
-    if ranked.height == 0:
-        return []
-    best, worst = ranked.row(0, named=True), ranked.row(-1, named=True)
-    return [
-        f"best aligned: {best['country']} ({best['error_pct']:.0f} % of dimensions mis-ranked)",
-        f"worst aligned: {worst['country']} ({worst['error_pct']:.0f} % of dimensions mis-ranked)",
-    ]
-
-
-def _listed(names: list[str]) -> str:
-    """The first ``LISTED`` of ``names``, joined, with how many more there are."""
-    more = len(names) - LISTED
-    return "; ".join(names[:LISTED]) + (f"; … {more} more in the Warnings table (appendix)" if more > 0 else "")
-
-
-def _facts(items: list[str], cls: str = "") -> Markup:
-    if not items:
-        return Markup()
-    return html('<ul class="facts {}">{}</ul>', cls, html_join(html("<li>{}</li>", i) for i in items))
 
 
 def _determinism(page: Page, summary: dict[str, Any], manifest: dict[str, Any]) -> list[Markup]:
@@ -286,15 +120,20 @@ def _determinism(page: Page, summary: dict[str, Any], manifest: dict[str, Any]) 
     return blocks
 
 
-def render_report(run_dir: str | Path) -> Path:
-    """Write ``RUN_DIR/report/index.html`` (and its figures and tables) from ``RUN_DIR/analysis``; the HTML path."""
+def render_report(run_dir: str | Path, *, facets: list[str] | None = None) -> Path:
+    """Write ``RUN_DIR/report/index.html`` (and its figures and tables) from ``RUN_DIR/analysis``; the HTML path.
+
+    ``facets``: the one or two varying factors small multiples are split by (default: the spec's ``[report]
+    facets``, else chosen from the data; ``runner.report.design``)."""
     root = Path(run_dir)
     summary = read_output_json(root, "analysis", "summary.json")
     if summary is None:
         raise InputError(f"{root}: no analysis/summary.json; run `hofcat analyze {root}` first")
     with RunWriter.attach(root) as writer:
         try:
-            return _render(writer, summary)
+            return _render(writer, summary, facets)
+        except InputError:  # already located (an unknown facet)
+            raise
         except (KeyError, TypeError, AttributeError, ValueError) as exc:  # a summary.json from elsewhere
             raise InputError(
                 f"{root}/analysis/summary.json: not what this hofcat's analyze writes ({type(exc).__name__}: "
@@ -310,13 +149,54 @@ def _failures(root: Path) -> int:
         return 0
 
 
-def _render(out: RunWriter, summary: dict) -> Path:
+def _constants(manifest: dict[str, Any], factors: list[str]) -> dict[str, str]:
+    """What the spec held constant: the model of a one-endpoint run and every design key with one value."""
+    spec = manifest.get("spec") or {}
+    out = {}
+    endpoints = spec.get("endpoints") or []
+    if len(endpoints) == 1:
+        out["model"] = str(endpoints[0].get("model"))
+    for key, value in (spec.get("design") or {}).items():
+        if isinstance(value, list) and len(value) == 1:
+            value = value[0]
+        if key not in factors and not isinstance(value, list | dict):
+            out[key] = fmt_value(value)
+    if spec.get("design") is not None and "measurement" not in spec["design"]:
+        out["measurement"] = "sample (one sampled answer per request)"
+    return out
+
+
+def _conditions(cat: pl.DataFrame, design: ReportDesign) -> pl.DataFrame:
+    """One row per condition: its ID, its factor values, CAT [interval], p and adjusted p (the figures' key)."""
+    if cat.height == 0:
+        return pl.DataFrame()
+    keep = [c for c in ("cat_p", "cat_p_holm", "n_countries", "interval_note") if c in cat.columns]
+    width = len(str(cat.height))
+    return cat.select(
+        pl.format("C{}", (pl.int_range(1, cat.height + 1)).cast(pl.String).str.zfill(width)).alias("id"),
+        *[pl.col(f).cast(pl.String) for f in design.factors],
+        _interval("cat_score").alias("CAT [interval]"),
+        *[pl.col(c) for c in keep],
+    )
+
+
+def _render(out: RunWriter, summary: dict, facets: list[str] | None) -> Path:
     """Write the report's page, figures and tables through ``out``; returns the page's path."""
+    plt = figures.pyplot()
+    with plt.rc_context(figures.RC):
+        return _page(out, summary, facets)
+
+
+def _page(out: RunWriter, summary: dict, facets: list[str] | None) -> Path:
     root = out.run_dir
     factors = list(summary["design"]["factors"])
     reference = load_reference(summary["reference"]["name"])
     manifest = summary.get("run_manifest") or {}
     t = {name: analysis_table(root, name) for name in TABLES}
+    if facets is None:
+        facets = ((manifest.get("spec") or {}).get("report") or {}).get("facets") or None
+    design = report_design(t["cat"], factors, facets=facets, constants=_constants(manifest, factors))
+    factors = list(design.factors)
     boot = summary["bootstrap"]
     seed = int(boot["seed"])
     estimand = summary.get("intervals") or {}
@@ -333,33 +213,50 @@ def _render(out: RunWriter, summary: dict) -> Path:
         )
     title = manifest.get("run_name") or root.name
     page = Page(out)
+    key = f" Conditions are named by {design.key()}." if design.factors else ""
+    colour = f" Colour: {design.colour_by}." if design.colour_by else ""
 
     page.raw(html("<h1>hofcat report: {}</h1>", str(title)))
+    top, top_caption = headline(t["cat"], t["kendall"], design)
     page.section(
         "Summary",
-        html("<h3>What was asked</h3>{}", _facts(_asked(manifest, summary))),
         html(
-            "<h3>Headline results</h3><p class=caption>Reference {}; {}.</p>{}{}",
+            "<h3>Headline results</h3>{}{}<p class=caption>Reference {}; {}.</p>",
+            page.table("headline", top, top_caption, collapse=False),
+            facts(alignment(t["error_percentage"])),
             reference.name,
             interval,
-            page.table("headline", _headline(t, factors), "CAT score per condition"),
-            _facts(_alignment(t["error_percentage"])),
         ),
-        html("<h3>Data quality</h3>{}", _facts(_quality(t["status_rates"], _failures(root)))),
-        html("<h3>Caveats</h3>{}", _facts(caveats, "warn")) if (caveats := _caveats(t, summary, reference)) else "",
+        html("<h3>Data quality</h3>{}", facts(quality(t["status_rates"], _failures(root)))),
+        html("<h3>Caveats</h3>{}", facts(notes, "warn")) if (notes := caveats(t, summary, reference)) else "",
+        html("<h3>What was asked</h3>{}", facts(asked(manifest, summary, design))),
     )
-
-    kendall = figures.kendall_intervals(t["kendall"], factors)
-    scores = figures.dimension_scores(t["indices"], factors, reference)
     n_countries = t["indices"]["country"].n_unique() if t["indices"].height else 0
     page.section(
         "Ranking agreement",
         _plot(
             page,
+            "cat_forest",
+            figures.cat_forest(t["cat"], design),
+            f"CAT score per condition with its interval, sorted ({interval}).{colour}{key}",
+        ),
+        _plot(
+            page,
+            "cat_by_factor",
+            figures.cat_by_factor(t["cat"], design),
+            "CAT score of each condition (dots) and the mean (bar) over the levels of the most important factor "
+            f"that is not a facet; panels share their axes.{colour}",
+        ),
+        _plot(
+            page,
             "kendall",
-            kendall,
-            f"Kendall tau-b between the model's and the reference's country ranking per "
-            f"dimension (unitless, −1…1), {interval}; one panel per model.",
+            figures.kendall_intervals(t["kendall"], design),
+            f"Kendall tau-b between the model's and the reference's country ranking per dimension, {interval}.{key}",
+        ),
+        page.table(
+            "conditions",
+            _conditions(t["cat"], design),
+            "Conditions: ID, factor values, CAT score [interval], exact permutation p and Holm-adjusted p",
         ),
         page.table(
             "tau_tests",
@@ -376,9 +273,12 @@ def _render(out: RunWriter, summary: dict) -> Path:
         _plot(
             page,
             "scores",
-            scores,
-            f"VSM13 index scores per country ({n_countries} countries; index points): the "
-            "reference as a dark bar, each condition of each model as a dot; missing reference values are n/a.",
+            figures.rank_scores(t["indices"], design, reference),
+            f"Ranks of the {n_countries} countries per dimension: the reference's (black bar) and the answers' "
+            "(dots: mean rank over the conditions"
+            + (f" of each {design.colour_by}" if design.colour_by else "")
+            + "). Ranks, not index points: the analysis' indices leave out the VSM constants, so only their order "
+            "is comparable with the reference (the Indices table has the index points).",
         ),
         page.table("misranked", t["misranked"], "Mis-ranked dimensions per country (CAT Tables 2/4)"),
         page.table("error_percentage", t["error_percentage"], "Error percentage per country over conditions"),
@@ -394,26 +294,31 @@ def _render(out: RunWriter, summary: dict) -> Path:
         ),
         page.table("kendall_differences", t["kendall_differences"], "The same per dimension (tau)", collapse=True),
     )
-    grid = figures.grid_heatmap(t["cat"], factors)
     page.section(
         "Sampling grid",
-        _plot(page, "grid", grid, f"CAT score (unitless, −1…1) over temperature × top_p with {interval}."),
+        _plot(page, "grid", maps.grid_heatmap(t["cat"], design), "CAT score (−1…1) over temperature × top_p."),
     )
     # the value-differences study's Figure 1 embeds each point's six VSM scores; "items" embeds its 24 answers
     vsm = summary.get("embedding", "items") == "vsm" and set(DIMENSIONS) <= set(t["respondents"].columns)
-    tsne = figures.respondent_embedding(t["respondents"], seed=seed, columns=list(DIMENSIONS) if vsm else None)
-    ssh = figures.ssh_heatmap(t["set_separation"])
+    tsne = maps.respondent_embedding(
+        t["respondents"], t["cat"], design, seed=seed, columns=list(DIMENSIONS) if vsm else None
+    )
     page.section(
         "Experiment sets",
         _plot(
             page,
             "tsne",
             tsne,
-            f"t-SNE of respondents ({t['respondents'].height} points"
-            + (", the six VSM scores of each: t-SNE of the six VSM scores" if vsm else ", 24 answers each")
-            + f"; points per {summary.get('points', 'seed')}), one colour per set (value-differences Figure 1).",
+            ("t-SNE of the six VSM scores" if vsm else "t-SNE of the 24 answers")
+            + f" of each respondent ({t['respondents'].height} points"
+            + f"; points per {summary.get('points', 'seed')}; value-differences Figure 1).{colour}",
         ),
-        _plot(page, "ssh", ssh, "SS_h between set pairs (unitless; value-differences Figure 2)."),
+        _plot(
+            page,
+            "ssh",
+            maps.ssh_by_factor(t["set_separation"], design),
+            "SS_h between sets (value-differences Figure 2).",
+        ),
         page.table("centroid_correlations", t["centroid_correlations"], "Centroid correlation (Pearson, 24-d)"),
         page.table("disparity", t["disparity"], "Disparity across nations (σ per dimension, D, MCD)"),
         page.table("set_separation", t["set_separation"], "Separation between sets (Davies–Bouldin, silhouette, SS_h)"),
@@ -425,11 +330,10 @@ def _render(out: RunWriter, summary: dict) -> Path:
             "nations, genders, ages (value-differences Table 5)",
         ),
     )
-    status = figures.status_breakdown(t["status_rates"])
     questions = t["questions"]
     page.section(
         "Answers",
-        _plot(page, "status", status, "Parse-status shares of answers per group."),
+        _plot(page, "status", maps.status_breakdown(t["status_rates"], design), "Parse-status shares of answers."),
         page.table("status_rates", t["status_rates"], "Parse statuses"),
     )
     page.section("Measurement and bias controls", *measurement_blocks(page, root, manifest))

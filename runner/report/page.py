@@ -55,6 +55,8 @@ document.querySelectorAll('table.sortable th').forEach(function (th, i) {
 """
 
 COLLAPSE_ROWS = 12  # longer tables are folded into <details>
+EMBED_ROWS = 2000  # longer tables are linked files with a preview on the page (a page stays a few megabytes)
+PREVIEW_ROWS = 50
 # A figure's or table's name becomes file names and HTML ids: hofcat's own words, or ``runner.escape.file_name``.
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 
@@ -167,7 +169,9 @@ class Page:
     def table(self, name: str, frame: pl.DataFrame, caption: str, *, collapse: bool | None = None) -> Markup:
         """A sortable table with a CSV download, also written as Markdown and LaTeX ('' for an empty frame).
 
-        The CSV's text cells are neutralised for spreadsheets (``runner.escape.csv_cells``)."""
+        The CSV's text cells are neutralised for spreadsheets (``runner.escape.csv_cells``). A table longer than
+        ``EMBED_ROWS`` is a CSV file beside the page with its first rows shown (no paper prints it whole, so it
+        has no Markdown or LaTeX copy)."""
         if frame.height == 0 or not frame.columns:
             return Markup()
         _check_name(name)
@@ -176,23 +180,31 @@ class Page:
         assert isinstance(safe, pl.DataFrame)
         csv = safe.write_csv()
         self._save(f"tables/{name}.csv", csv.encode())
-        self._save(f"tables/{name}.md", _markdown(flat, caption).encode())
-        self._save(f"tables/{name}.tex", _latex(flat, caption).encode())
+        long = frame.height > EMBED_ROWS
+        if not long:
+            self._save(f"tables/{name}.md", _markdown(flat, caption).encode())
+            self._save(f"tables/{name}.tex", _latex(flat, caption).encode())
         text = [c for c, t in frame.schema.items() if t == pl.String or isinstance(t, pl.List | pl.Categorical)]
         side = ["l" if c in text else "" for c in frame.columns]
         head = html_join(html('<th class="{}">{}</th>', s, c) for s, c in zip(side, frame.columns, strict=True))
+        shown = frame.head(PREVIEW_ROWS) if long else frame
         rows = html_join(
             html(
                 "<tr>{}</tr>",
                 html_join(html('<td class="{}">{}</td>', s, fmt_value(v)) for s, v in zip(side, row, strict=True)),
             )
-            for row in frame.iter_rows()
+            for row in shown.iter_rows()
         )
-        href = "data:text/csv;charset=utf-8;base64," + base64.b64encode(csv.encode()).decode("ascii")
+        if shown.height < frame.height:  # a long table is a file beside the page, not megabytes inside it
+            href = f"tables/{name}.csv"
+            count = f"{frame.height:,} rows; the first {shown.height} shown, all in tables/{name}.csv"
+        else:
+            href = "data:text/csv;charset=utf-8;base64," + base64.b64encode(csv.encode()).decode("ascii")
+            count = f"{frame.height} rows"
         label = html(
-            '<span class="caption">{} ({} rows)</span><a class="csv" download="{}.csv" href="{}">CSV</a>',
+            '<span class="caption">{} ({})</span><a class="csv" download="{}.csv" href="{}">CSV</a>',
             caption,
-            frame.height,
+            count,
             name,
             href,
         )

@@ -190,7 +190,8 @@ def parse_spec(text: str, *, source: str = "<spec>") -> Spec:
 def spec_from_dict(raw: dict[str, Any], *, source: str = "<spec>") -> Spec:
     """Validate an already-parsed spec (e.g. the copy in a run manifest); ``source`` names it in errors."""
     v = _Validator(source)
-    v.keys(raw, "", {"run", "endpoints", "design"}, required={"run", "endpoints", "design"})
+    v.keys(raw, "", {"run", "endpoints", "design", "report"}, required={"run", "endpoints", "design"})
+    _report(v, raw.get("report", {}))
     run = _run(v, raw["run"])
     endpoints_raw = raw["endpoints"]
     if not isinstance(endpoints_raw, list) or not endpoints_raw:
@@ -215,6 +216,15 @@ def spec_from_dict(raw: dict[str, Any], *, source: str = "<spec>") -> Spec:
         _check_provider_ranges(dv, ((i, e),), d)
         _check_seed_range(dv, i, e, d)
     return Spec(run=run, endpoints=endpoints, design=design, raw=raw, source=source, overrides=overrides)
+
+
+def _report(v: _Validator, t: Any) -> None:
+    """``[report]``: ``facets``, the one or two factors the report's small multiples are split by (the report
+    reads it from the manifest's copy of the spec; ``hofcat report --facets`` overrides it)."""
+    v.keys(t, "report", {"facets"})
+    facets = t.get("facets", [])
+    if not isinstance(facets, list) or len(facets) > 2 or not all(isinstance(f, str) and f for f in facets):
+        v.fail("report.facets", facets, "a list of at most two factor names")
 
 
 def _design_overrides(
