@@ -169,6 +169,20 @@ def test_panels_show_only_their_levels_and_name_only_varying_factors(medium):
     assert "6 levels" not in page and "varied: model (3 levels)" in page
 
 
+def test_comparisons_between_conditions_are_drawn_by_condition_id(medium):
+    import polars as pl
+
+    differences = pl.read_parquet(medium / "analysis" / "cat_differences.parquet")
+    drawn = differences.filter(pl.col("difference").is_finite())
+    assert drawn.height > 40, "the medium design should give many pairs one factor apart"
+    svg = (medium / "report" / "figures" / "cat_differences.svg").read_text(encoding="utf-8")
+    # rows beyond LABELLED_ROWS are unnamed; the axis says how many pairs are ranked and the table lists them all
+    assert f"{drawn.height} pairs, ranked by difference" in svg
+    assert "the pair differs in" in svg and "minus condition b" in svg
+    page = (medium / "report" / "index.html").read_text(encoding="utf-8")
+    assert page.index("Comparisons between conditions") < page.index('id="table-cat_differences"')
+
+
 def test_facets_chosen_on_the_command_line_split_the_small_multiples(medium, tmp_path):
     from runner.cli import main
 
@@ -232,3 +246,32 @@ def test_facets_are_the_factors_that_explain_most_of_the_cat_variance():
     assert report_design(cat, ["model", "language", "temperature"], facets=["temperature"]).facets == ("temperature",)
     with pytest.raises(InputError, match="facets"):
         report_design(cat, ["model", "language", "temperature"], facets=["seed"])
+
+
+def test_a_few_comparisons_name_each_pair_by_its_condition_ids():
+    import math
+
+    import polars as pl
+
+    from runner.report import figures
+    from runner.report.design import ReportDesign
+
+    design = ReportDesign(("model",), {"model": ("a", "b", "c")}, {"model": 1.0}, (), "model")
+    differences = pl.DataFrame(
+        {
+            "condition_a": ["model=a", "model=a", "model=b"],
+            "condition_b": ["model=b", "model=c", "model=c"],
+            "factor": ["model"] * 3,
+            "difference": [0.4, -0.2, math.nan],
+            "ci_low": [0.1, -0.9, math.nan],
+            "ci_high": [0.7, 0.5, math.nan],
+        }
+    )
+    ids = {"model=a": "C1", "model=b": "C2", "model=c": "C3"}
+    plot = figures.cat_differences(differences, ids, design)
+    ticks = [t.get_text() for t in plot.fig.axes[0].get_yticklabels()]
+    assert ticks == ["C1 − C3", "C1 − C2"]  # sorted by difference, the pair without one left out and said so
+    assert plot.shows == ("model=a − model=b", "model=a − model=c")
+    assert "1 pair(s) without a difference" in plot.note
+    assert plot.fig.axes[0].get_xlim() == (-2.05, 2.05)
+    figures.pyplot().close(plot.fig)

@@ -26,6 +26,7 @@ __all__ = [
     "RC",
     "Plot",
     "cat_by_factor",
+    "cat_differences",
     "cat_forest",
     "groups",
     "kendall_intervals",
@@ -118,22 +119,39 @@ def _cut(frame: pl.DataFrame, column: str) -> tuple[pl.DataFrame, int]:
     return kept, frame.height - kept.height
 
 
-def _forest(ax, rows: pl.DataFrame, value: str, design: ReportDesign, *, labelled: bool) -> None:
-    """One forest plot: ``value`` with its interval per row, sorted, coloured by the design's colour factor."""
-    rows = rows.sort(value)
+def _forest(
+    ax,
+    rows: pl.DataFrame,
+    value: str,
+    design: ReportDesign,
+    *,
+    labelled: bool,
+    colours: list | None = None,
+    labels: list[str] | None = None,
+    limit: float = 1.05,
+) -> None:
+    """One forest plot: ``value`` with its interval per row, sorted, coloured by the design's colour factor (or
+    ``colours``, one per row of ``rows``) and named by the varying factors (or ``labels``)."""
+    if labels is None:
+        labels = [design.short(r) for r in rows.iter_rows(named=True)]
+    order = np.argsort(rows[value].cast(pl.Float64).to_numpy(), kind="stable")
+    rows = rows[order]
+    colour = design.colour_by
+    if colours is not None:
+        colours = [colours[i] for i in order]
+    else:
+        colours = [design.colour(colour, v) for v in rows[colour]] if colour else [OKABE_ITO[0]] * rows.height
     y = np.arange(rows.height)
     est, low, high = (rows[c].cast(pl.Float64).to_numpy() for c in (value, "ci_low", "ci_high"))
-    colour = design.colour_by
-    colours = [design.colour(colour, v) for v in rows[colour]] if colour else [OKABE_ITO[0]] * rows.height
     ok = np.isfinite(low) & np.isfinite(high)
     lw = 0.8 if rows.height <= 100 else 0.35  # many rows: thin lines, so each interval stays one line
     ax.hlines(y[ok], low[ok], high[ok], colors=[c for c, k in zip(colours, ok, strict=True) if k], lw=lw)
     ax.scatter(est, y, s=10 if rows.height <= LABELLED_ROWS else 3, c=colours, zorder=3)
     ax.axvline(0, color="0.5", lw=0.5)
-    ax.set_xlim(-1.05, 1.05)
+    ax.set_xlim(-limit, limit)
     ax.set_ylim(-0.7, rows.height - 0.3)
     if labelled:
-        ax.set_yticks(y, [figure_text(design.short(r)) for r in rows.iter_rows(named=True)])
+        ax.set_yticks(y, [figure_text(labels[i]) for i in order])
     else:
         ax.set_yticks([])
 
@@ -222,6 +240,53 @@ def cat_forest(cat: pl.DataFrame, design: ReportDesign) -> Plot | None:
     level_legend(fig, design, colour, list(design.levels[colour]) if colour else [])
     note = f"{dropped} condition(s) without a CAT score are not drawn (N/A in the Conditions table)." if dropped else ""
     return Plot(fig, tuple(design.short(r) for r in rows.iter_rows(named=True)), note)
+
+
+def cat_differences(differences: pl.DataFrame, ids: dict[str, str], design: ReportDesign) -> Plot | None:
+    """CAT of condition a minus condition b for each pair one factor apart, with its interval, sorted; coloured
+    by the factor the pair differs in, rows named by the Conditions table's IDs (``C003 − C017``)."""
+    rows, dropped = _cut(differences, "difference")
+    if rows.height == 0:
+        return None
+    plt = pyplot()
+    labelled = rows.height <= LABELLED_ROWS
+    height = 0.16 * rows.height + 1.2 if labelled else 4.5
+    fig, ax = plt.subplots(figsize=(5.5, height), layout="constrained")
+    differing = sorted(set(rows["factor"]))
+    palette = {f: OKABE_ITO[i % len(OKABE_ITO)] for i, f in enumerate(differing)}
+    labels = [
+        f"{ids.get(a, '?')} − {ids.get(b, '?')}" for a, b in zip(rows["condition_a"], rows["condition_b"], strict=True)
+    ]
+    _forest(
+        ax,
+        rows,
+        "difference",
+        design,
+        labelled=labelled,
+        colours=[palette[f] for f in rows["factor"]],
+        labels=labels,
+        limit=2.05,
+    )
+    ax.set_xlabel("CAT score of condition a minus condition b (−2…2)")
+    ax.set_ylabel("pair a − b (IDs: Conditions table)" if labelled else f"{rows.height} pairs, ranked by difference")
+    if len(differing) > 1 or labelled:
+        from matplotlib.lines import Line2D
+
+        handles = [Line2D([], [], marker="o", ls="", color=palette[f]) for f in differing]
+        fig.legend(
+            handles,
+            [figure_text(f) for f in differing],
+            title="the pair differs in",
+            loc="outside lower center",
+            ncol=min(len(differing), 6),
+        )
+    shown = tuple(f"{a} − {b}" for a, b in zip(rows["condition_a"], rows["condition_b"], strict=True))
+    note = (
+        f"{dropped} pair(s) without a difference (too few shared countries) are not drawn; the table says why."
+        if dropped
+        else ""
+    )
+    return Plot(fig, shown, note)
 
 
 def cat_by_factor(cat: pl.DataFrame, design: ReportDesign) -> Plot | None:

@@ -180,6 +180,16 @@ def _conditions(cat: pl.DataFrame, design: ReportDesign) -> pl.DataFrame:
     )
 
 
+def _condition_ids(cat: pl.DataFrame, factors: list[str], design: ReportDesign) -> dict[str, str]:
+    """The analysis' condition names (``model=a, language=en``, as the comparison tables write them) → the
+    Conditions table's IDs."""
+    if cat.height == 0:
+        return {}
+    named = [f for f in factors if f in cat.columns and f != "_all"]
+    labels = [", ".join(f"{f}={row[f]}" for f in named) or "all" for row in cat.iter_rows(named=True)]
+    return dict(zip(labels, _conditions(cat, design)["id"], strict=True))
+
+
 def _render(out: RunWriter, summary: dict, facets: list[str] | None) -> Path:
     """Write the report's page, figures and tables through ``out``; returns the page's path."""
     plt = figures.pyplot()
@@ -283,8 +293,18 @@ def _page(out: RunWriter, summary: dict, facets: list[str] | None) -> Path:
         page.table("misranked", t["misranked"], "Mis-ranked dimensions per country (CAT Tables 2/4)"),
         page.table("error_percentage", t["error_percentage"], "Error percentage per country over conditions"),
     )
+    ids = _condition_ids(t["cat"], factors, design)
     page.section(
         "Comparisons between conditions",
+        _plot(
+            page,
+            "cat_differences",
+            figures.cat_differences(t["cat_differences"], ids, design),
+            "CAT score of condition a minus condition b for every pair of conditions one factor apart, over the "
+            "countries both answered, with its interval, sorted; colour: the factor the pair differs in. Rows "
+            "name the conditions by their IDs in the Conditions table; the table below has every pair with its "
+            "exact p and adjusted p.",
+        ),
         page.table(
             "cat_differences",
             t["cat_differences"],
