@@ -79,6 +79,7 @@ def test_baselines_equal_the_per_answer_computation():
     ]
 
 
+@pytest.mark.slow
 def test_spooled_analysis_equals_the_in_memory_one(tmp_path):
     run = tmp_path / "run"
     n = write_run(run, 5_000, parts=3, shape="seeds")

@@ -24,6 +24,7 @@ def _units(values: np.ndarray, countries: tuple[str, ...]) -> UnitArray:
     )
 
 
+@pytest.mark.slow
 def test_coverage_quick_mode_meets_nominal_for_interior_truths_and_holds_point_estimates():
     rows = coverage.run(quick=True, replicates=20, seed=1)
     assert {(r["seeds"], r["countries"], r["truth"]) for r in rows} >= {(20, 10, "interior")}

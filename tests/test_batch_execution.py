@@ -164,6 +164,7 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(tmp_path):
     _stored_once(tmp_path / "run", 2_688)
 
 
+@pytest.mark.slow
 def test_status_lists_the_batches_and_their_states(tmp_path):
     with SimServerThread(SimConfig(seed=8, batch_latency_s=5.0)) as sim:
         spec = make_spec(sim.base_url, endpoint=_endpoint("openai", max_batch_requests=40), design=SMALL)

@@ -19,6 +19,7 @@ def sim_demo(sim_demo_run):
     return sim_demo_run.result
 
 
+@pytest.mark.slow
 def test_sim_demo_recovers_the_reference_ranking(sim_demo):
     taus = dict(zip(sim_demo.kendall["dimension"], sim_demo.kendall["tau"]))
     assert sorted(taus) == ["idv", "ivr", "lto", "mas", "pdi", "uai"]

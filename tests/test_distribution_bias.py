@@ -63,6 +63,7 @@ def bias_run(tmp_path_factory):
     return out, analysis
 
 
+@pytest.mark.slow
 def test_reversed_order_is_a_condition_and_the_simulator_follows_the_options(bias_run):
     _, analysis = bias_run
     cat = pl.read_parquet(analysis / "cat.parquet")
@@ -83,6 +84,7 @@ def test_position_bias_mirrors_under_reversal(bias_run):
     assert sum(given[f"p{i}"] for i in range(1, 6)) == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_baselines_reach_little_and_the_simulator_is_beyond_chance(bias_run):
     out, analysis = bias_run
     base = pl.read_parquet(analysis / "baselines.parquet")

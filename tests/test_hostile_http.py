@@ -130,6 +130,7 @@ def test_the_catalogue_covers_every_behaviour() -> None:
     assert sorted(EXPECTED) == sorted(BEHAVIOURS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_each_behaviour_becomes_a_reply_or_a_classified_error_within_the_timeout(provider: str) -> None:
     async def one(server: HostileServer, name: str) -> tuple[str, str, float]:
@@ -237,6 +238,7 @@ def test_every_odd_retry_after_is_a_wait_the_policy_can_take() -> None:
     assert RetryPolicy(max_retry_wait_s=0.5).server_wait_s(max(w or 0.0 for _, w in waits)) == 0.5
 
 
+@pytest.mark.slow
 def test_a_long_2xx_reply_made_of_key_pieces_is_redacted_in_linear_time() -> None:
     """4 MB of 20-character pieces of the key in a 200's text: none of its 8-runs is left, in well under a
     second (the scan was one Python step per character, and rebuilt the text once per run it masked)."""
@@ -282,6 +284,7 @@ with HostileServer() as server:
 """
 
 
+@pytest.mark.slow
 def test_endless_bodies_and_huge_headers_do_not_grow_memory_past_the_cap() -> None:
     """30 replies that never end or carry megabytes of headers, read with a 1 MiB cap: peak RSS grows by a few
     MiB (the server, in the same process, streams as fast as the client reads)."""
@@ -362,6 +365,7 @@ def _hofcat(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("provider", "model", "personas", "seed"),
     [

@@ -64,6 +64,7 @@ def _page(run: Path) -> str:
     return (run / "report" / "index.html").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_sixty_conditions_two_models_every_figure_shows_both(big):
     page = _page(big)
     conditions = json.loads((big / "analysis" / "summary.json").read_text())["conditions"]
@@ -81,6 +82,7 @@ def test_sixty_conditions_two_models_every_figure_shows_both(big):
             assert (big / "report" / "figures" / f"{name}.{kind}").stat().st_size > 0, (name, kind)
 
 
+@pytest.mark.slow
 def test_a_one_condition_run_leaves_out_sections_without_data(small):
     page = _page(small)
     assert "<h2>Sampling grid</h2>" not in page  # the design varies neither temperature nor top_p
