@@ -71,7 +71,10 @@ def _stored_once(run: Path, cells: int) -> None:
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
 def test_a_large_sweep_is_stored_once_without_online_calls(provider, tmp_path):
     with SimServerThread(SimConfig(seed=1, batch_latency_s=0.2)) as sim:
-        spec = make_spec(_base(sim, provider), endpoint=_endpoint(provider, max_batch_requests=2_000), design=BIG)
+        # the simulator answers a 2,000-request batch inside one status call, on this process's CPU: minutes
+        # on a busy machine, so the attempt timeout is one only a hang reaches
+        endpoint = _endpoint(provider, max_batch_requests=2_000, timeout_s=900.0)
+        spec = make_spec(_base(sim, provider), endpoint=endpoint, design=BIG)
         result = run_sweep(spec, tmp_path / "run")
         assert result.stored == 5_376 and result.failed == 0 and result.pending_batches == 0
         assert sim.stats()["total"] == 0  # not one online chat-completions request
