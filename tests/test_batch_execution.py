@@ -86,6 +86,7 @@ def test_a_large_sweep_is_stored_once_without_online_calls(provider, tmp_path):
     assert all(text for text in rows.column("response_text").to_pylist())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
 def test_partial_failures_resubmit_only_the_failed_requests(provider, tmp_path):
     config = SimConfig(seed=4, batch_latency_s=0.05, batch_error_rate=0.15, batch_expire_rate=0.3)

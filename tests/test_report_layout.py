@@ -90,6 +90,7 @@ def test_a_one_condition_run_leaves_out_sections_without_data(small):
     assert "<h2>Summary</h2>" in page and "<h2>Ranking agreement</h2>" in page
 
 
+@pytest.mark.slow
 def test_csv_downloads_round_trip_to_the_analysis_numbers(big):
     page = _page(big)
     links = dict(re.findall(r'download="([a-z_]+)\.csv" href="data:text/csv;charset=utf-8;base64,([^"]+)"', page))
