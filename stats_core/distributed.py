@@ -78,9 +78,12 @@ def ray_init(ray: ModuleType, address: str | None, **options: Any) -> None:
     if address is not None and "://" in address:  # Ray Client: its own server, addressed as given
         ray.init(address=address, **options)
         return
-    with loopback_kept():
+    try:
         from ray._private.services import canonicalize_bootstrap_address
-
+    except ImportError:  # another Ray, without the lookup this mirrors: its own choices stand
+        ray.init(address=address, **options)
+        return
+    with loopback_kept():
         if canonicalize_bootstrap_address(address, None) is None:  # ray.init will start a cluster here
             options = {**options, "_node_ip_address": LOOPBACK}
         ray.init(address=address, **options)
