@@ -40,8 +40,9 @@ def main() -> None:
     import ray
 
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
-    ray.init(
-        address="local",
+    distributed.ray_init(
+        ray,
+        "local",
         num_cpus=args.cpus,
         include_dashboard=False,
         log_to_driver=False,

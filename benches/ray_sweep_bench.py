@@ -38,6 +38,7 @@ from runner.rundir import read_dataset
 from runner.sweep.cluster import ray_module, run_sweep_on_ray
 from runner.sweep.plan import count_cells, select
 from runner.sweep.session import run_sweep
+from stats_core.distributed import ray_init
 
 
 def one_run(urls: list[str], cells: int, concurrency: int, workers: int) -> float:
@@ -103,9 +104,9 @@ def main() -> None:
     args = parser.parse_args()
     ray = ray_module()
     if args.address:
-        ray.init(address=args.address, include_dashboard=False, configure_logging=False, log_to_driver=False)
+        ray_init(ray, args.address, include_dashboard=False, configure_logging=False, log_to_driver=False)
     else:
-        ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+        ray_init(ray, "local", num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
     if args.limit_check:
         try:
             print(json.dumps(limit_check(args.rpm, args.cells)))

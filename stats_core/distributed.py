@@ -42,6 +42,53 @@ def ray_module() -> ModuleType:
     return ray
 
 
+LOOPBACK = "127.0.0.1"
+
+
+@contextlib.contextmanager
+def loopback_kept() -> Iterator[None]:
+    """Inside the block, Ray keeps a loopback host (127.0.0.1, ::1, localhost) as given.
+
+    Ray replaces a loopback host with this machine's network address wherever it meets one: in
+    ``ray start --node-ip-address=127.0.0.1`` and in the address a driver connects to
+    (``ray._private.services.resolve_ip_for_localhost``; ray-project/ray#59110, open in 2.52), so a cluster
+    meant for one machine listens on every interface and its driver connects over the network interface.
+    Nothing else in Ray resolves a loopback host; without that private function (another Ray) this does nothing.
+    """
+    import ray._private.services as services
+
+    resolve = getattr(services, "resolve_ip_for_localhost", None)
+    if resolve is None:
+        yield
+        return
+    services.resolve_ip_for_localhost = lambda host: host
+    try:
+        yield
+    finally:
+        services.resolve_ip_for_localhost = resolve
+
+
+def ray_init(ray: ModuleType, address: str | None, **options: Any) -> None:
+    """``ray.init(address=address, **options)``, on 127.0.0.1 when the cluster is there or is started here.
+
+    ``address`` is looked up as ``ray.init`` does (``RAY_ADDRESS``, ``"auto"``, None); a cluster at a loopback
+    address is reached there, and a cluster Ray starts in this process (no cluster found, ``"local"``) gets
+    127.0.0.1 as its node address, so none of its processes listens beyond loopback (see ``loopback_kept``).
+    """
+    if address is not None and "://" in address:  # Ray Client: its own server, addressed as given
+        ray.init(address=address, **options)
+        return
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+    except ImportError:  # another Ray, without the lookup this mirrors: its own choices stand
+        ray.init(address=address, **options)
+        return
+    with loopback_kept():
+        if canonicalize_bootstrap_address(address, None) is None:  # ray.init will start a cluster here
+            options = {**options, "_node_ip_address": LOOPBACK}
+        ray.init(address=address, **options)
+
+
 def ranges(total: int, parts: int, align: int = 1) -> list[tuple[int, int]]:
     """At most ``parts`` non-empty [first, stop) ranges covering 0 … total−1, inner bounds multiples of ``align``.
 
@@ -126,7 +173,7 @@ def on_ray(
     ray = ray_module()
     opened = not ray.is_initialized()
     if opened:
-        ray.init(address=address, include_dashboard=False, configure_logging=False)
+        ray_init(ray, address, include_dashboard=False, configure_logging=False)
     try:
         if count is None:
             count = max(1, int(ray.cluster_resources().get("CPU", 1)))

@@ -123,6 +123,7 @@ def test_identical_seeds_give_a_degenerate_bootstrap_but_not_certainty():
     assert cat["interval_note"].str.contains("answered alike").all()
 
 
+@pytest.mark.slow
 def test_bootstrap_interval_agrees_with_scipy_bootstrap():
     """Same statistic, resampled within each country by scipy.stats.bootstrap (independent samples)."""
     frame = make_answers(5, models=("a",), countries=COUNTRIES, seeds=12)

@@ -79,6 +79,7 @@ def test_baselines_equal_the_per_answer_computation():
     ]
 
 
+@pytest.mark.slow
 def test_spooled_analysis_equals_the_in_memory_one(tmp_path):
     run = tmp_path / "run"
     n = write_run(run, 5_000, parts=3, shape="seeds")
@@ -128,6 +129,7 @@ def test_load_memory_follows_the_batch_not_the_run(tmp_path):
     assert in_memory > spooled + 25, (in_memory, spooled)  # the measurement can tell the two apart
 
 
+@pytest.mark.slow
 def test_analyze_command_takes_points_embedding_and_permutation_blocks(tmp_path, capsys):
     from runner.cli import main
 

@@ -32,6 +32,7 @@ def runs(tmp_path_factory) -> tuple[Path, Path]:
     return base / "item", base / "survey"
 
 
+@pytest.mark.slow
 def test_two_runs_are_one_design_with_the_run_as_a_factor(runs, tmp_path):
     out = analyze_runs(list(runs), tmp_path / "both", OPTIONS)
     summary = json.loads((out / "summary.json").read_text())

@@ -40,6 +40,7 @@ def _cells_made(run: Path, provider: str, batch: int, monkeypatch: pytest.Monkey
     return made["cells"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_twelve_batches_make_no_more_cells_than_one(provider, tmp_path, monkeypatch):
     one = _cells_made(tmp_path / "one", provider, 72, monkeypatch)

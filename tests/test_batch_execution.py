@@ -71,7 +71,10 @@ def _stored_once(run: Path, cells: int) -> None:
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
 def test_a_large_sweep_is_stored_once_without_online_calls(provider, tmp_path):
     with SimServerThread(SimConfig(seed=1, batch_latency_s=0.2)) as sim:
-        spec = make_spec(_base(sim, provider), endpoint=_endpoint(provider, max_batch_requests=2_000), design=BIG)
+        # the simulator answers a 2,000-request batch inside one status call, on this process's CPU: minutes
+        # on a busy machine, so the attempt timeout is one only a hang reaches
+        endpoint = _endpoint(provider, max_batch_requests=2_000, timeout_s=900.0)
+        spec = make_spec(_base(sim, provider), endpoint=endpoint, design=BIG)
         result = run_sweep(spec, tmp_path / "run")
         assert result.stored == 5_376 and result.failed == 0 and result.pending_batches == 0
         assert sim.stats()["total"] == 0  # not one online chat-completions request
@@ -83,6 +86,7 @@ def test_a_large_sweep_is_stored_once_without_online_calls(provider, tmp_path):
     assert all(text for text in rows.column("response_text").to_pylist())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
 def test_partial_failures_resubmit_only_the_failed_requests(provider, tmp_path):
     config = SimConfig(seed=4, batch_latency_s=0.05, batch_error_rate=0.15, batch_expire_rate=0.3)
@@ -164,6 +168,7 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(tmp_path):
     _stored_once(tmp_path / "run", 2_688)
 
 
+@pytest.mark.slow
 def test_status_lists_the_batches_and_their_states(tmp_path):
     with SimServerThread(SimConfig(seed=8, batch_latency_s=5.0)) as sim:
         spec = make_spec(sim.base_url, endpoint=_endpoint("openai", max_batch_requests=40), design=SMALL)

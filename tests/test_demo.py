@@ -19,6 +19,7 @@ def sim_demo(sim_demo_run):
     return sim_demo_run.result
 
 
+@pytest.mark.slow
 def test_sim_demo_recovers_the_reference_ranking(sim_demo):
     taus = dict(zip(sim_demo.kendall["dimension"], sim_demo.kendall["tau"]))
     assert sorted(taus) == ["idv", "ivr", "lto", "mas", "pdi", "uai"]
@@ -30,6 +31,7 @@ def test_sim_demo_recovers_the_reference_ranking(sim_demo):
         assert -1 <= row["ci_low"] <= row["ci_high"] <= 1
 
 
+@pytest.mark.slow
 def test_sim_demo_parses_every_answer_and_stores_every_cell(sim_demo):
     assert sim_demo.parse_rate == 1.0
     responses = pl.read_parquet(sim_demo.run_dir / "responses" / "*.parquet")
@@ -37,6 +39,7 @@ def test_sim_demo_parses_every_answer_and_stores_every_cell(sim_demo):
     assert responses["cell_key"].n_unique() == responses.height
 
 
+@pytest.mark.slow
 def test_sim_demo_constrains_replies_and_probes_the_endpoint(sim_demo):
     import json
 
@@ -50,6 +53,7 @@ def test_sim_demo_constrains_replies_and_probes_the_endpoint(sim_demo):
     assert "Determinism probe: sim" in sim_demo.report.read_text()
 
 
+@pytest.mark.slow
 def test_sim_demo_report_is_written_with_its_figures(sim_demo):
     html = sim_demo.report.read_text()
     assert sim_demo.report.name == "index.html"
@@ -60,6 +64,7 @@ def test_sim_demo_report_is_written_with_its_figures(sim_demo):
     assert "Kendall" in html
 
 
+@pytest.mark.slow
 def test_demo_command_prints_parse_rate_taus_and_report(sim_demo_run):
     assert sim_demo_run.exit_code == 0
     out = sim_demo_run.stdout

@@ -264,6 +264,7 @@ def sim_run(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_simulator_distributions_recover_the_planted_truth(sim_run):
     answers = load_answers(sim_run).filter(pl.col("measurement") == "distribution").collect()
     assert answers.height == 4 * 24 * 3

@@ -34,6 +34,7 @@ def _sweep(base_url: str, seeds: list[int], measurement: str, out: Path) -> Path
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("measurement", ["sample", "distribution"])
 def test_nested_widths_of_batches_equal_one_run_and_the_report(tmp_path: Path, measurement: str) -> None:
     with SimServerThread(SimConfig(seed=1)) as sim:

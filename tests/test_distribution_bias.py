@@ -63,6 +63,7 @@ def bias_run(tmp_path_factory):
     return out, analysis
 
 
+@pytest.mark.slow
 def test_reversed_order_is_a_condition_and_the_simulator_follows_the_options(bias_run):
     _, analysis = bias_run
     cat = pl.read_parquet(analysis / "cat.parquet")
@@ -71,6 +72,7 @@ def test_reversed_order_is_a_condition_and_the_simulator_follows_the_options(bia
     assert dist["cat_score"].to_list() == [1.0, 1.0]  # the truth, in either order
 
 
+@pytest.mark.slow
 def test_position_bias_mirrors_under_reversal(bias_run):
     _, analysis = bias_run
     bias = pl.read_parquet(analysis / "position_bias.parquet").filter(pl.col("measurement") == "distribution")
@@ -83,6 +85,7 @@ def test_position_bias_mirrors_under_reversal(bias_run):
     assert sum(given[f"p{i}"] for i in range(1, 6)) == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_baselines_reach_little_and_the_simulator_is_beyond_chance(bias_run):
     out, analysis = bias_run
     base = pl.read_parquet(analysis / "baselines.parquet")
@@ -148,6 +151,7 @@ def test_option_labels_factor_keys_and_refusals():
         make_spec("http://x/v1", design={"option_labels": "words", "measurement": "distribution"})
 
 
+@pytest.mark.slow
 def test_letters_and_words_run_through_the_same_pipeline(tmp_path):
     with SimServerThread(SimConfig(seed=2)) as sim:
         spec = make_spec(

@@ -366,6 +366,7 @@ def test_identical_units_give_bitwise_point_and_bootstrap_cat(tmp_path):
 # ---------------------------------------------------------------------------------------------- stats_core
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", stats_core.available())
 def test_kendall_tau_takes_floats_as_given(backend):
     """stats_core.kendall_tau compares the floats it is given exactly (like scipy): equal floats tie, floats an
@@ -381,6 +382,7 @@ def test_kendall_tau_takes_floats_as_given(backend):
     assert (s2, p2) != (s, p) and close(stats_core.kendall_tau(tied, y, backend=backend), tau_value(s2, p2))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", stats_core.available())
 def test_bootstrap_kendall_tau_of_integer_units_is_exact(backend):
     """Integer (or any dyadic) unit values: every resampled mean is an exact sum over the count, rounded once,
@@ -419,6 +421,7 @@ def exact_ss_within(d2: dict, labels) -> Fraction:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", stats_core.available())
 def test_permanova_counts_exact_f_ties_as_at_least_observed(backend):
     """Two squares, eight points: the observed F equals the exact F of the points' Fractions (d² exact), every split
@@ -470,6 +473,7 @@ def _kite(shift) -> np.ndarray:
     return kite + shift
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", stats_core.available())
 def test_permdisp_equal_dispersions_have_f_zero_and_p_one(backend):
     """The same kite twice (the second rotated by 90° and moved): the groups' mean distances to centroid are
@@ -498,6 +502,7 @@ def test_permdisp_degenerate_dispersions_are_undefined_not_backend_noise(backend
     assert res.statistic == math.inf and math.isnan(res.pvalue)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", stats_core.available())
 def test_permdisp_counts_exactly_tied_permutations(backend):
     """Group b's kite mirrored: the residual permutations that only swap mirror images give an F equal in exact

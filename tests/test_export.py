@@ -43,6 +43,7 @@ def _answers_total(run_dir: Path) -> int:
     return read_dataset(run_dir, "answers", ["cell_key"]).num_rows
 
 
+@pytest.mark.slow
 def test_one_row_per_answer_with_factors_run_identity_and_country(run_dir, tmp_path):
     result = export_run(run_dir, tmp_path / "tidy.parquet")
     table = pl.read_parquet(result.path)
@@ -102,6 +103,7 @@ def test_default_target_is_inside_the_run_and_survives_reading(run_dir):
     assert not list((run_dir / "export").glob(".*"))  # no temp file left beside it
 
 
+@pytest.mark.slow
 def test_command_errors_are_one_line(run_dir, tmp_path):
     hofcat = [sys.executable, "-m", "runner.cli"]
     ok = subprocess.run(
@@ -117,6 +119,7 @@ def test_command_errors_are_one_line(run_dir, tmp_path):
         assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
 
 
+@pytest.mark.slow
 def test_the_readme_reading_examples_run_as_written(run_dir):
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     block = readme.split("```python\n", 1)[1].split("```", 1)[0]
@@ -154,6 +157,7 @@ def test_the_readme_duckdb_means_are_the_analysis_means_for_distribution_cells(t
     assert not np.allclose(modal["option_id"].to_numpy(), theirs["mean"].to_numpy())  # what the old query gave
 
 
+@pytest.mark.slow
 def test_each_answer_names_the_session_that_sent_it(tmp_path):
     from runner.sweep.plan import select
     from runner.sweep.session import run_sweep as run_session
@@ -166,6 +170,7 @@ def test_each_answer_names_the_session_that_sent_it(tmp_path):
     assert table.group_by("session").agg(pl.col("cell_key").n_unique()).sort("session").rows() == [(1, 3), (2, 13)]
 
 
+@pytest.mark.slow
 def test_a_part_whose_keys_changed_is_refused_not_exported(run_dir, tmp_path):
     """The export reads parts through the run directory's reader: a changed key fails naming the part."""
     import shutil

@@ -70,6 +70,7 @@ def _reaches_native(tree: ast.AST) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_only_the_backend_module_imports_the_compiled_extension() -> None:
     sources = _python_sources()
     assert ROOT / "stats_core" / "_backend.py" in sources and len(sources) > 50

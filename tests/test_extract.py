@@ -113,6 +113,7 @@ def test_constraint_fields_hold_the_reply_to_a_position_or_none() -> None:
 # ---- the simulator's ambiguous replies ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_simulator_writes_ambiguous_replies_without_changing_any_other_reply(tmp_path: Path) -> None:
     texts = {}
     for rate in (0.0, 0.5):
@@ -130,6 +131,7 @@ def test_the_simulator_writes_ambiguous_replies_without_changing_any_other_reply
 # ---- end to end against the simulator ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_ambiguous_answers_are_extracted_stored_apart_and_never_sent_twice(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with SimServerThread(SimConfig(seed=3, ambiguous_rate=0.5)) as sim:
@@ -165,6 +167,7 @@ def test_ambiguous_answers_are_extracted_stored_apart_and_never_sent_twice(tmp_p
     assert entry["stored"] == {"extracted": ambiguous} and entry["statuses"] == ["ambiguous"]
 
 
+@pytest.mark.slow
 def test_an_extractions_part_whose_keys_changed_is_refused_with_its_name(tmp_path: Path) -> None:
     """Extraction parts carry the key digest every other part has: a rewritten cell key is caught on read."""
     run = tmp_path / "run"
@@ -179,6 +182,7 @@ def test_an_extractions_part_whose_keys_changed_is_refused_with_its_name(tmp_pat
         stored_extractions(run)
 
 
+@pytest.mark.slow
 def test_the_analysis_scores_extracted_answers_only_when_asked(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with SimServerThread(SimConfig(seed=3, ambiguous_rate=0.5)) as sim:
@@ -211,6 +215,7 @@ def test_the_analysis_scores_extracted_answers_only_when_asked(tmp_path: Path) -
     assert f"{extracted} answers the parser could not read are scored from an extractor model" in page
 
 
+@pytest.mark.slow
 def test_an_answer_a_newer_parse_reads_keeps_its_own_reading(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with SimServerThread(SimConfig(seed=3, ambiguous_rate=0.5)) as sim:
@@ -231,6 +236,7 @@ def test_an_answer_a_newer_parse_reads_keeps_its_own_reading(tmp_path: Path) -> 
     assert out.height == answers.height and (out["status"] == "extracted").sum() == info["replaced"]
 
 
+@pytest.mark.slow
 def test_failed_requests_are_recorded_redacted_and_retried_only_when_asked(tmp_path: Path, monkeypatch) -> None:
     run = tmp_path / "run"
     key = "sk-extract-secret-0123456789"
@@ -263,6 +269,7 @@ def test_failed_requests_are_recorded_redacted_and_retried_only_when_asked(tmp_p
     assert info["replaced"] == retried.counts["extracted"]  # the later extracted rows win over the failures
 
 
+@pytest.mark.slow
 def test_another_provider_rate_limits_and_limit_leave_the_rest_for_later(tmp_path: Path, monkeypatch) -> None:
     run = tmp_path / "run"
     monkeypatch.setenv("HOFCAT_TEST_KEY", "k-anthropic-extract-42")
@@ -286,6 +293,7 @@ def test_another_provider_rate_limits_and_limit_leave_the_rest_for_later(tmp_pat
     assert {r["extractor_provider"] for r in rows} == {"anthropic"}
 
 
+@pytest.mark.slow
 def test_a_killed_extraction_resumes_and_stores_every_answer_once(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with SimServerThread(SimConfig(seed=3, ambiguous_rate=0.5)) as fast:
@@ -319,6 +327,7 @@ def test_a_killed_extraction_resumes_and_stores_every_answer_once(tmp_path: Path
     assert not list((run / ".tmp").glob("*.parquet"))
 
 
+@pytest.mark.slow
 def test_ctrl_c_commits_the_replies_that_came_back_and_exits_130(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with SimServerThread(SimConfig(seed=3, ambiguous_rate=0.5)) as fast:
@@ -349,6 +358,7 @@ def test_ctrl_c_commits_the_replies_that_came_back_and_exits_130(tmp_path: Path)
 # ---- the command --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_command_extracts_and_refuses_bad_options_with_one_line(tmp_path: Path, capsys) -> None:
     run = tmp_path / "run"
     with SimServerThread(SimConfig(seed=3, ambiguous_rate=0.5)) as sim:

@@ -131,13 +131,15 @@ def test_the_catalogue_covers_every_behaviour() -> None:
     assert sorted(EXPECTED) == sorted(BEHAVIOURS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_each_behaviour_becomes_a_reply_or_a_classified_error_within_the_timeout(provider: str) -> None:
     async def one(server: HostileServer, name: str) -> tuple[str, str, float]:
         transport = AiohttpTransport(2, TIMEOUT_S, max_reply_bytes=64 * 1024)
         t0 = time.monotonic()
         try:
-            got = await asyncio.wait_for(_attempt(transport, server.base_url(name), provider=provider), 5 * TIMEOUT_S)
+            # the cap only a hang reaches (then the outcome is wait_for's TimeoutError, not the transport's)
+            got = await asyncio.wait_for(_attempt(transport, server.base_url(name), provider=provider), 30 * TIMEOUT_S)
         finally:
             await asyncio.wait_for(transport.close(), 5)
         return name, got, time.monotonic() - t0
@@ -155,7 +157,8 @@ def test_each_behaviour_becomes_a_reply_or_a_classified_error_within_the_timeout
             ok = kind.startswith("reply:3 POST") and "<redacted>" in kind and "replaced by <redacted>" in detail
         else:
             ok = kind == want
-        if not ok or _leaks(got) or elapsed > TIMEOUT_S + 1.5 or len(detail) > 400:
+        # the slow behaviours last minutes: a tenth of that is the timeout's doing, however busy the machine
+        if not ok or _leaks(got) or elapsed > 10 * TIMEOUT_S or len(detail) > 400:
             wrong[name] = (got[:200], round(elapsed, 2), _leaks(got))
     assert not wrong, wrong
     assert server.other_received == b""  # the cross-origin redirect's target never heard from us
@@ -236,16 +239,17 @@ def test_every_odd_retry_after_is_a_wait_the_policy_can_take() -> None:
     assert RetryPolicy(max_retry_wait_s=0.5).server_wait_s(max(w or 0.0 for _, w in waits)) == 0.5
 
 
+@pytest.mark.slow
 def test_a_long_2xx_reply_made_of_key_pieces_is_redacted_in_linear_time() -> None:
     """4 MB of 20-character pieces of the key in a 200's text: none of its 8-runs is left, in well under a
     second (the scan was one Python step per character, and rebuilt the text once per run it masked)."""
     text = " ".join(KEY[i % 16 : i % 16 + 20] for i in range(200_000))
     body = json.dumps({"choices": [{"message": {"content": text}, "finish_reason": "stop"}]}).encode()
-    t0 = time.monotonic()
+    t0 = time.process_time()  # CPU seconds: other work on a busy machine does not count
     reply = decode(get_provider("openai"), RawReply(200, body), KEY)
-    elapsed = time.monotonic() - t0
+    elapsed = time.process_time() - t0
     assert not _leaks(reply.text) and reply.text.startswith("<redacted>")
-    assert elapsed < 2.0, elapsed  # ~0.2 s here; a generous bound, not a timing claim
+    assert elapsed < 2.0, elapsed  # ~0.2 s here, minutes when quadratic; a generous bound, not a timing claim
 
 
 _RSS_SCRIPT = """
@@ -281,6 +285,7 @@ with HostileServer() as server:
 """
 
 
+@pytest.mark.slow
 def test_endless_bodies_and_huge_headers_do_not_grow_memory_past_the_cap() -> None:
     """30 replies that never end or carry megabytes of headers, read with a 1 MiB cap: peak RSS grows by a few
     MiB (the server, in the same process, streams as fast as the client reads)."""
@@ -304,7 +309,8 @@ def test_redirects_share_the_attempt_timeout() -> None:
 
     with HostileServer() as server:
         got, elapsed = asyncio.run(main(server))
-    assert got.startswith("TransportError\x00timed out") and elapsed < TIMEOUT_S + 0.5, (got, elapsed)
+    # per-hop timeouts let the chain run on, 0.6 s a hop; the shared timeout ends it after about one second
+    assert got.startswith("TransportError\x00timed out") and elapsed < 5 * 0.6, (got, elapsed)
 
 
 def test_cookies_are_neither_kept_nor_sent_back() -> None:
@@ -360,6 +366,7 @@ def _hofcat(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("provider", "model", "personas", "seed"),
     [

@@ -93,6 +93,7 @@ def test_the_package_root_imports_nothing_at_import_time() -> None:
     assert _imports(ROOT / "runner" / "__init__.py", top_level_only=True) == []
 
 
+@pytest.mark.slow
 def test_module_level_imports_have_no_cycle() -> None:
     graph = {m: {t for t, _ in _imports(p, top_level_only=True) if t in MODULES and t != m} for m, p in MODULES.items()}
     state: dict[str, int] = {}

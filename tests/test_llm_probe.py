@@ -151,6 +151,7 @@ def test_verdict_rules_by_hand():
     assert (one_ok.errors, one_ok.identical_share, one_ok.distinct_texts) == (2, 1.0, 1)
 
 
+@pytest.mark.slow
 def test_hofcat_probe_cli_prints_the_result_as_json():
     import json
     import subprocess

@@ -792,6 +792,7 @@ _PIECES = st.sampled_from(
 )  # fmt: skip
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     # no lone surrogates: the store makes every reply encodable before the stage reads it (tests/test_parse_total.py
@@ -815,6 +816,7 @@ def test_new_readings_stay_total(pieces, which):
     assert all(status in STATUSES and (option is None) == (status != "ok") for option, status, _ in got)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pieces=st.lists(st.one_of(_PIECES, st.just("\ud800"), st.text(max_size=12)), max_size=40), survey=st.booleans())
 def test_new_readings_stay_total_on_any_text(pieces, survey):

@@ -209,6 +209,7 @@ def test_parse_text_missing_file(tmp_path, capsys):
     assert code == 2 and "cannot read" in err and "nope.txt" in err
 
 
+@pytest.mark.slow
 def test_parse_text_console_script_reads_stdin():
     script = Path(sys.executable).with_name("hofcat")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "runner.cli"]

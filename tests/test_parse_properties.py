@@ -76,6 +76,7 @@ def render(cell: PromptCell, question: int, k: int, form: str, wrapper: str) -> 
     return wrapper.format(x=digits)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(data=st.data(), cell=cells("item"))
 def test_item_round_trip(data, cell):
@@ -92,6 +93,7 @@ def test_item_round_trip(data, cell):
     assert answer.displayed == cell.option_order.index(k) + 1
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(data=st.data(), cell=cells("survey"))
 def test_survey_round_trip(data, cell):

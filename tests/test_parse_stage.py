@@ -47,6 +47,7 @@ def _expected(out: Path, parser: Parser):
     return answers_table(read_dataset(out, "responses"), parser)
 
 
+@pytest.mark.slow
 def test_a_version_bump_rewrites_answers_and_leaves_responses_untouched(run_dir: Path) -> None:
     responses_before = _digests(run_dir / "responses")
     result = reparse(run_dir, NEW)
@@ -75,6 +76,7 @@ def test_reparse_is_idempotent(run_dir: Path) -> None:
     assert (run_dir / "manifest.json").read_bytes() == manifest
 
 
+@pytest.mark.slow
 def test_a_crash_mid_reparse_leaves_whole_parts_and_a_rerun_finishes(run_dir: Path) -> None:
     calls = {"n": 0}
     parts = len(RunDir(run_dir).parts("responses"))
@@ -105,6 +107,7 @@ def test_a_crash_mid_reparse_leaves_whole_parts_and_a_rerun_finishes(run_dir: Pa
     )
 
 
+@pytest.mark.slow
 def test_reparse_command_rebuilds_a_missing_part_and_says_so(run_dir: Path) -> None:
     part = RunDir(run_dir).part("answers", RunDir(run_dir).parts("answers")[1])
     before = part.read_bytes()

@@ -91,6 +91,7 @@ _PIECES = st.sampled_from(
 )  # fmt: skip
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     pieces=st.lists(st.one_of(_PIECES, st.text(max_size=20)), max_size=60),
@@ -113,12 +114,14 @@ def _lines(size: int) -> str:
     return line * (size // len(line) + 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cell", [ITEM, SURVEY], ids=["item", "survey"])
 def test_a_5_mb_reply_parses_within_the_bound(cell):
     # 1a7a2cc: 45 KB took 25 s, so 5 MB would have taken hours. Generous bound for a shared, busy machine.
     assert _cpu_seconds(_lines(5_000_000), cell) < (2.0 if cell is ITEM else 4.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cell", [ITEM, SURVEY], ids=["item", "survey"])
 def test_parse_time_grows_linearly(cell):
     small, large = _lines(250_000), _lines(1_000_000)
@@ -140,6 +143,7 @@ SHAPES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 @pytest.mark.parametrize("cell", [ITEM, SURVEY], ids=["item", "survey"])
 def test_every_shape_parses_in_linear_time(shape, cell):

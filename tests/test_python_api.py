@@ -43,6 +43,7 @@ def test_the_blocking_run_refuses_a_running_loop_and_names_the_awaitable(tmp_pat
     assert not (tmp_path / "run").exists()  # refused before touching anything
 
 
+@pytest.mark.slow
 def test_awaitable_api_runs_analyses_reports_and_reads_the_tidy_table(tmp_path: Path) -> None:
     with SimServerThread(SimConfig(seed=4)) as sim:
         spec = hofcat.parse_spec(spec_text(sim.base_url))
@@ -72,6 +73,7 @@ def _doc_code() -> str:
     return "\n".join(re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL))
 
 
+@pytest.mark.slow
 def test_the_documented_notebook_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     code = _doc_code()
     assert "await hofcat.run_sweep_async" in code and "read_table" in code

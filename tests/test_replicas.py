@@ -50,6 +50,7 @@ def _sims(n: int, **config: object) -> list[SimServerThread]:
     return [SimServerThread(SimConfig(seed=i, **config)) for i in range(n)]
 
 
+@pytest.mark.slow
 def test_three_replicas_store_every_cell_once_and_name_all_three(tmp_path: Path) -> None:
     sims = _sims(3)
     for sim in sims:
@@ -73,6 +74,7 @@ def test_three_replicas_store_every_cell_once_and_name_all_three(tmp_path: Path)
     assert Counter(rows[k]["replica"] for k in rows) == Counter({u: record[u]["answered"] for u in urls})
 
 
+@pytest.mark.slow
 def test_a_replica_stopped_mid_sweep_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     sims = _sims(3, latency=Latency("fixed", 30.0))
     for sim in sims:
@@ -110,6 +112,7 @@ def test_a_replica_stopped_mid_sweep_loses_and_duplicates_nothing(tmp_path: Path
     assert record[urls[1]]["taken_out"] >= 1 and not record[urls[1]]["in_service"]
 
 
+@pytest.mark.slow
 def test_a_replica_refusing_at_start_is_taken_out_probed_and_brought_back(tmp_path: Path) -> None:
     port = _free_port()
     dead = f"http://127.0.0.1:{port}/v1"
@@ -136,6 +139,7 @@ def test_a_replica_refusing_at_start_is_taken_out_probed_and_brought_back(tmp_pa
     assert record[dead]["taken_out"] >= 1 and record[dead]["sent"] > record[dead]["answered"]
 
 
+@pytest.mark.slow
 def test_a_replica_dead_for_the_whole_sweep_is_routed_around(tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{_free_port()}/v1"
     sims = _sims(2)
@@ -153,6 +157,7 @@ def test_a_replica_dead_for_the_whole_sweep_is_routed_around(tmp_path: Path) -> 
     assert record[dead]["answered"] == 0 and 1 <= record[dead]["sent"] < 10
 
 
+@pytest.mark.slow
 def test_a_replica_answering_only_5xx_is_taken_out(tmp_path: Path) -> None:
     sims = [SimServerThread(SimConfig(seed=0, error_rate=1.0)), *_sims(2)]
     for sim in sims:
@@ -172,6 +177,7 @@ def test_a_replica_answering_only_5xx_is_taken_out(tmp_path: Path) -> None:
     assert 3 <= errors == record[urls[0]]["sent"] < 24  # out after 3 in a row, probed now and then
 
 
+@pytest.mark.slow
 def test_replica_limits_hold_per_replica_on_each_servers_log(tmp_path: Path) -> None:
     """Each replica allows 16 requests a minute (server-enforced, 429 past it); 48 cells need all three at once.
 

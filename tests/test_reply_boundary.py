@@ -84,6 +84,7 @@ def _odd_spec_text(base_url: str) -> str:
     )
 
 
+@pytest.mark.slow
 def test_odd_replies_are_stored_with_warnings_or_failed_with_a_class(tmp_path: Path) -> None:
     assert len(ODD_REPLIES) == 14
     with _odd_server() as server:
@@ -125,6 +126,7 @@ def test_odd_replies_are_stored_with_warnings_or_failed_with_a_class(tmp_path: P
     assert answers.num_rows == 10  # every stored reply was parsed
 
 
+@pytest.mark.slow
 def test_a_run_mixing_odd_replies_exits_3_without_a_traceback(tmp_path: Path) -> None:
     with _odd_server() as server:
         spec = tmp_path / "spec.toml"
@@ -202,6 +204,7 @@ _RSS_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_gzip_bomb_does_not_raise_memory_past_the_cap(tmp_path: Path) -> None:
     tests = str(Path(__file__).parent)
     rss = subprocess.run(

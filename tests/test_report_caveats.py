@@ -38,6 +38,7 @@ def _caveats(run: Path) -> list[str]:
     return [html.unescape(item) for item in re.findall(r"<li>(.*?)</li>", block.group(1), re.DOTALL)]
 
 
+@pytest.mark.slow
 def test_each_fact_is_one_caveat_and_every_warning_stays_in_the_table(run):
     warnings = pl.read_parquet(run / "analysis" / "warnings.parquet")
     kinds = dict(warnings["kind"].value_counts().iter_rows())

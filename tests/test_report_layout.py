@@ -65,6 +65,7 @@ def _page(run: Path) -> str:
     return (run / "report" / "index.html").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_sixty_conditions_two_models_every_figure_shows_both(big):
     page = _page(big)
     conditions = json.loads((big / "analysis" / "summary.json").read_text())["conditions"]
@@ -81,6 +82,7 @@ def test_sixty_conditions_two_models_every_figure_shows_both(big):
             assert (big / "report" / "figures" / f"{name}.{kind}").stat().st_size > 0, (name, kind)
 
 
+@pytest.mark.slow
 def test_a_one_condition_run_leaves_out_sections_without_data(small):
     page = _page(small)
     assert "<h2>Sampling grid</h2>" not in page  # the design varies neither temperature nor top_p
@@ -88,6 +90,7 @@ def test_a_one_condition_run_leaves_out_sections_without_data(small):
     assert "<h2>Summary</h2>" in page and "<h2>Ranking agreement</h2>" in page
 
 
+@pytest.mark.slow
 def test_csv_downloads_round_trip_to_the_analysis_numbers(big):
     page = _page(big)
     links = dict(re.findall(r'download="([a-z_]+)\.csv" href="data:text/csv;charset=utf-8;base64,([^"]+)"', page))

@@ -64,6 +64,7 @@ def test_rerun_under_another_name_sends_nothing_and_answers_match(tmp_path: Path
         assert got["session"] == manifest_a["sessions"][0]["token"] and got["time"].startswith("20")
 
 
+@pytest.mark.slow
 def test_a_malformed_reply_is_retried_not_cached(tmp_path: Path) -> None:
     """A 200 whose body is not a reply (truncated JSON, an HTML page) is never stored: the retry's reply is."""
     cache = tmp_path / "cache"

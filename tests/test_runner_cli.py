@@ -56,6 +56,7 @@ def test_bad_spec_exits_2_naming_the_key(tmp_path: Path, capsys) -> None:
     assert main(["status", str(tmp_path)]) == 2
 
 
+@pytest.mark.slow
 def test_run_then_status_reports_tokens_and_cost(tmp_path: Path, capsys) -> None:
     with SimServerThread(SimConfig(seed=1)) as sim:
         spec = tmp_path / "s.toml"
@@ -108,6 +109,7 @@ def test_live_display_renders_on_a_terminal() -> None:
     assert "4/10" in out and "in flight 2/4 (max 8)" in out and "no rpm limit" in out
 
 
+@pytest.mark.slow
 def test_hofcat_run_script_entry_point(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "runner.cli", "status", str(tmp_path / "missing")],

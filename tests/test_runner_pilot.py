@@ -57,6 +57,7 @@ def two_endpoint_spec(path: Path, url_a: str, url_b: str, extra_b: str = "") -> 
     return path
 
 
+@pytest.mark.slow
 def test_seeds_past_int64_are_refused_before_anything_is_sent(tmp_path: Path) -> None:
     spec = tmp_path / "s.toml"
     spec.write_text(spec_text("http://127.0.0.1:9/v1", design={"seeds": [99999999999999999999]}))
@@ -66,6 +67,7 @@ def test_seeds_past_int64_are_refused_before_anything_is_sent(tmp_path: Path) ->
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_the_largest_seed_the_store_holds_is_sent_and_stored(tmp_path: Path) -> None:
     with SimServerThread(SimConfig(seed=1)) as sim:
         spec = tmp_path / "s.toml"
@@ -76,6 +78,7 @@ def test_the_largest_seed_the_store_holds_is_sent_and_stored(tmp_path: Path) -> 
     assert read_dataset(tmp_path / "run", "responses").column("seed").to_pylist() == [2**63 - 1] * 2
 
 
+@pytest.mark.slow
 def test_limit_sends_the_first_cells_round_robin_and_a_rerun_sends_the_rest(tmp_path: Path) -> None:
     with SimServerThread(SimConfig(seed=1)) as sim_a, SimServerThread(SimConfig(seed=2)) as sim_b:
         spec_path = two_endpoint_spec(tmp_path / "s.toml", sim_a.base_url, sim_b.base_url)
@@ -98,6 +101,7 @@ def test_limit_sends_the_first_cells_round_robin_and_a_rerun_sends_the_rest(tmp_
     check_run_dir(out, spec)
 
 
+@pytest.mark.slow
 def test_endpoint_sends_only_that_endpoints_cells_and_an_unknown_name_is_refused(tmp_path: Path) -> None:
     with SimServerThread(SimConfig(seed=1)) as sim_a, SimServerThread(SimConfig(seed=2)) as sim_b:
         # b follows a small design of its own; its key variable is unset, which only matters if b is sent
@@ -118,6 +122,7 @@ def test_endpoint_sends_only_that_endpoints_cells_and_an_unknown_name_is_refused
     assert status.returncode == 0 and json.loads(status.stdout)["remaining"] == 48  # a's cells remain
 
 
+@pytest.mark.slow
 def test_show_prompts_prints_the_bytes_a_run_sends_without_the_key(tmp_path: Path) -> None:
     key = "sk-test-" + "k3y" * 10
     env = {"HOFCAT_PILOT_KEY": key}
@@ -143,6 +148,7 @@ def test_show_prompts_prints_the_bytes_a_run_sends_without_the_key(tmp_path: Pat
         assert p["body"] in text.stdout  # the text form prints the same exact body
 
 
+@pytest.mark.slow
 def test_run_warns_before_a_sweep_that_needs_more_than_a_day(tmp_path: Path) -> None:
     from runner.commands.run import warn_if_long
     from runner.sweep.plan import select

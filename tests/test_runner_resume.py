@@ -7,8 +7,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 
 from _runner_support import check_run_dir, spec_text
@@ -31,6 +33,23 @@ def _start_run(spec_path: Path, out: Path) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def _connections_to(process: subprocess.Popen, port: int) -> list:
+    """The process's established TCP connections to ``port`` on 127.0.0.1."""
+    try:
+        connections = psutil.Process(process.pid).net_connections(kind="tcp")
+    except psutil.NoSuchProcess:
+        return []
+    return [c for c in connections if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED]
+
+
+def _wait_until(event: Callable[[], bool], process: subprocess.Popen, log: Path, timeout_s: float = 120.0) -> None:
+    """Wait for ``event()`` while the process runs (a generous deadline: only a hang reaches it)."""
+    deadline = time.monotonic() + timeout_s
+    while not event():
+        assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+        time.sleep(0.02)
 
 
 def _wait_for_parts(out: Path, parts: int, process: subprocess.Popen, timeout_s: float = 60.0) -> None:
@@ -148,20 +167,26 @@ def test_a_second_run_on_a_locked_or_foreign_directory_is_refused(tmp_path: Path
 def test_second_sigint_abandons_requests_in_flight(tmp_path: Path) -> None:
     out = tmp_path / "run"
     # Every request hangs far longer than the test: only abandoning them lets the run end.
-    with SimServerThread(SimConfig(seed=3, hang_rate=1.0, hang_s=120.0)) as sim:
+    with SimServerThread(SimConfig(seed=3, hang_rate=1.0, hang_s=600.0)) as sim:
         spec_path = tmp_path / "spec.toml"
-        spec_path.write_text(spec_text(sim.base_url, endpoint={"timeout_s": 100.0, "max_concurrency": 3}))
-        process = _start_run(spec_path, out)
-        deadline = time.monotonic() + 60
-        while not (out / "manifest.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(1.0)  # the first three requests are sent and hang
+        spec_path.write_text(spec_text(sim.base_url, endpoint={"timeout_s": 500.0, "max_concurrency": 3}))
+        log = tmp_path / "run.log"
+        with log.open("w") as handle:  # read while the run writes it
+            process = subprocess.Popen(
+                [sys.executable, "-m", "runner.cli", "run", str(spec_path), "--out", str(out)],
+                stdout=handle,
+                stderr=handle,
+                text=True,
+            )
+        port = int(sim.base_url.rsplit(":", 1)[1].split("/", 1)[0])
+        _wait_until(lambda: len(_connections_to(process, port)) >= 3, process, log)  # three requests hang
         process.send_signal(signal.SIGINT)
-        time.sleep(0.3)
+        _wait_until(lambda: "stopping: no new requests" in log.read_text(), process, log)
         started = time.monotonic()
         process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=30)
-        assert time.monotonic() - started < 20
+        process.wait(timeout=120)  # waiting the hangs out would take 500 s; abandoning them, a moment
+        stderr = log.read_text()
+        assert time.monotonic() - started < 60  # well under hang_s: the requests were abandoned, not waited out
     assert process.returncode == 130, stderr
     assert "second interrupt: abandoning requests in flight" in stderr
     assert read_dataset(out, "responses").num_rows == 0 and read_dataset(out, "failures").num_rows == 0

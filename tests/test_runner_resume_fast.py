@@ -110,6 +110,7 @@ def plain_filter(spec: Spec, selection: Selection, done: set, failed: set, retry
     return left, skipped, failed_before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(14))
 def test_cells_left_by_plan_keys_equal_the_walked_plan_minus_the_stored_keys(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)

@@ -47,6 +47,7 @@ def _assert_no_key(out: Path, *logs: str) -> None:
         assert KEY not in log
 
 
+@pytest.mark.slow
 def test_planted_key_is_in_no_file_and_no_log(tmp_path: Path) -> None:
     with SimServerThread(SimConfig(seed=9, error_rate=0.08, malformed_rate=0.04, refusal_rate=0.1)) as sim:
         spec = tmp_path / "spec.toml"
@@ -60,6 +61,7 @@ def test_planted_key_is_in_no_file_and_no_log(tmp_path: Path) -> None:
     assert "HOFCAT_PLANTED_KEY" in (tmp_path / "run" / "manifest.json").read_text()  # the name, not the key
 
 
+@pytest.mark.slow
 def test_a_key_echoed_in_an_error_body_is_redacted(tmp_path: Path) -> None:
     with EchoingServer("openai") as server:
         spec = tmp_path / "spec.toml"
@@ -84,6 +86,7 @@ def test_a_key_echoed_in_an_error_body_is_redacted(tmp_path: Path) -> None:
     _assert_no_key(tmp_path / "run", done.stdout, done.stderr)
 
 
+@pytest.mark.slow
 def test_missing_key_variable_is_a_spec_error_naming_the_variable(tmp_path: Path) -> None:
     spec = tmp_path / "spec.toml"
     spec.write_text(spec_text("http://127.0.0.1:9/v1", endpoint={"api_key_env": "HOFCAT_UNSET_VARIABLE_X"}))
@@ -127,6 +130,7 @@ class PieceEchoingServer(ShapeServer):
         return web.Response(status=500 if n % 4 == 0 else 400, text=bodies[n % 3], content_type="application/json")
 
 
+@pytest.mark.slow
 def test_no_8_character_piece_of_a_key_survives_an_echo(tmp_path: Path) -> None:
     with PieceEchoingServer("anthropic") as server:
         spec = tmp_path / "spec.toml"
@@ -157,6 +161,7 @@ class RedirectingServer(ShapeServer):
         return await super()._handle(request)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["anthropic", "gemini", "openai"])
 def test_a_redirect_to_another_origin_never_carries_the_key(provider: str, tmp_path: Path) -> None:
     design = {"personas": ["China"], "questions": [1, 2], "seeds": [1], "temperature": [0.0]}
@@ -181,6 +186,7 @@ def test_a_redirect_to_another_origin_never_carries_the_key(provider: str, tmp_p
     _assert_no_piece_of(LONG_KEY, tmp_path / "run", done.stdout, done.stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "base_url",
     [

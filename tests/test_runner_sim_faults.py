@@ -65,6 +65,7 @@ def test_every_cell_stored_once_with_what_the_server_sent(faulty_sim, tmp_path: 
     assert matched and all(matched)
 
 
+@pytest.mark.slow
 def test_exhausted_retries_are_stored_as_failures_and_retried_on_request(tmp_path: Path) -> None:
     with SimServerThread(SimConfig(seed=5, error_rate=0.5)) as sim:
         spec = make_spec(sim.base_url, endpoint={"max_retries": 0})

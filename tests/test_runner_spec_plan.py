@@ -470,9 +470,9 @@ def test_a_billion_cell_plan_is_counted_by_arithmetic(tmp_path: Path) -> None:
             f'[[endpoints]]\nname = "e{i}"\nprovider = "openai"\nbase_url = "{URL}"\nmodel = "m{i}"\n' for i in range(3)
         )
     )
-    started = time.perf_counter()
+    started = time.process_time()  # CPU seconds: other work on a busy machine does not count
     summary = plan_summary(load_spec(path))
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
     cells = 4 * 2 * 3 * 6 * 2 * 52_084 * 10 * 7
     assert summary["cells"] == cells == sum(e["cells"] for e in summary["endpoints"].values()) and cells > 10**9
     assert summary["endpoints"]["e0"]["output_tokens_max"] == cells // 4 // 7 * sum(range(16, 23))

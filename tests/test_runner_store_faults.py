@@ -221,6 +221,7 @@ def _flip_in_column(path: Path, column: str) -> None:
     path.write_bytes(bytes(data))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["flipped", "truncated", "junk", "rewritten key"])
 def test_a_damaged_part_is_refused_with_its_name(stored_run: Path, tmp_path: Path, damage: str) -> None:
     out, part = _damaged_copy(stored_run, tmp_path)
@@ -329,6 +330,7 @@ def test_a_full_disk_ends_the_run_with_one_line_and_an_end_record(tmp_path: Path
 # --- one-line errors of the CLI -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_out_naming_a_file_is_one_line(tmp_path: Path) -> None:
     spec_path = tmp_path / "spec.toml"
     spec_path.write_text(spec_text("http://127.0.0.1:9/v1"))
@@ -337,6 +339,7 @@ def test_out_naming_a_file_is_one_line(tmp_path: Path) -> None:
     _one_line_error(_hofcat("run", str(spec_path), "--out", str(target)), str(target), "is a file")
 
 
+@pytest.mark.slow
 def test_a_readonly_run_directory_is_one_line(stored_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     shutil.copytree(stored_run, out)
@@ -347,6 +350,7 @@ def test_a_readonly_run_directory_is_one_line(stored_run: Path, tmp_path: Path) 
         _one_line_error(_hofcat("reparse", str(out)), str(out))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["status", "plan"])
 def test_a_reader_that_goes_away_is_not_a_traceback(stored_run: Path, tmp_path: Path, command: str) -> None:
     spec_path = tmp_path / "spec.toml"
@@ -357,6 +361,7 @@ def test_a_reader_that_goes_away_is_not_a_traceback(stored_run: Path, tmp_path: 
     assert proc.stderr == "" and proc.stdout.strip() in {"0", "141"}, proc
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("content", "needle"),
     [

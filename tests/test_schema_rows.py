@@ -5,12 +5,15 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from runner.extract import stage
 from runner.rundir import schema
 
 ROOT = Path(__file__).resolve().parent.parent / "runner"
 
 
+@pytest.mark.slow
 def test_no_module_but_the_schema_declares_a_stored_column() -> None:
     declaring = [
         f"{path.relative_to(ROOT.parent)}:{node.lineno}"

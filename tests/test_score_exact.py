@@ -171,6 +171,7 @@ def _brute_force(x: np.ndarray, y: np.ndarray) -> tuple[list[float], float]:
     return [h / total if obs[d][1] else math.nan for d, h in enumerate(hits)], cat_hits / total
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [3, 4, 5, 6, 7, 8])
 def test_exact_pvalues_equal_brute_force_enumeration_with_ties(k):
     rng = np.random.default_rng(k)

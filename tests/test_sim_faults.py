@@ -47,6 +47,7 @@ def is_json(text: str) -> bool:
     return True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rate", [0.05, 0.3])
 def test_server_errors_at_the_configured_rate_and_reproducibly(rate: float) -> None:
     config = SimConfig(seed=11, error_rate=rate)

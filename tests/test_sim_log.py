@@ -112,6 +112,7 @@ def test_thread_server_serves_a_subprocess_client() -> None:
         assert sim.stats()["by_outcome"] == {"ok": 1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
 def test_serve_sim_command_announces_its_url_and_stops_on_a_signal(stop: signal.Signals) -> None:
     with SimProcess(["--seed", "3", "--rpm", "100", "--chatty-rate", "0.5"]) as sim:
@@ -132,6 +133,7 @@ def test_serve_sim_command_announces_its_url_and_stops_on_a_signal(stop: signal.
         assert sim.process.wait(timeout=30) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -161,6 +163,7 @@ def test_serve_sim_help() -> None:
     assert "--rpm" in result.stdout and "--refusal-rate" in result.stdout
 
 
+@pytest.mark.slow
 def test_serve_sim_reports_a_busy_port_in_one_line_with_exit_2_like_serve_llm() -> None:
     import socket
 

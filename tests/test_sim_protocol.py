@@ -85,6 +85,7 @@ async def _with_config(config: SimConfig, bodies: list[dict]) -> list[str]:
         return [content((await post(session, sim.base_url, b))[2]) for b in bodies]
 
 
+@pytest.mark.slow
 def test_temperature_zero_answers_the_mode_deterministically() -> None:
     cells = [
         PromptCell("en", "item", (q,), Framing("persona", c))

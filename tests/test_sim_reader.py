@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,6 +35,7 @@ def cells(draw: st.DrawFn) -> PromptCell:
     return PromptCell(language, mode, questions, framing, order, reply_format)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(cells())
 def test_reading_a_built_prompt_gives_back_its_cell(cell: PromptCell) -> None:

@@ -7,6 +7,7 @@ import json
 
 import aiohttp
 import numpy as np
+import pytest
 
 import stats_core
 from _sim_client import chat_body, content, post, run
@@ -66,6 +67,7 @@ def taus(indices: dict[str, np.ndarray]) -> np.ndarray:
     return np.array([stats_core.kendall_tau(model[known[:, j], j], reference[known[:, j], j]) for j in range(6)])
 
 
+@pytest.mark.slow
 def test_survey_replies_recover_the_reference_ranking() -> None:
     countries = persona_countries("en")
     cells = [PromptCell("en", "survey", tuple(range(1, 25)), Framing("persona", c)) for c in countries]

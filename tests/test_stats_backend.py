@@ -52,6 +52,7 @@ def test_constant_side_gives_nan(backend):
     assert np.isnan(stats_core.kendall_tau([2, 2, 2, 2], [1, 2, 3, 4], backend=backend))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     data=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), min_size=2, max_size=30),

@@ -40,6 +40,7 @@ def _scipy_reference(samples: np.ndarray, reference: np.ndarray, n_resamples: in
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["percentile", "bca"])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_matches_scipy_bootstrap_exactly(method, backend):
@@ -70,6 +71,7 @@ def test_leading_groups_axis_matches_scipy():
     np.testing.assert_allclose(got.confidence_interval.low, expected.confidence_interval.low, atol=1e-12)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(
     shape=st.tuples(st.integers(1, 2), st.integers(2, 5), st.integers(1, 3), st.integers(2, 6)),

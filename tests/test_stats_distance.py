@@ -25,6 +25,7 @@ def test_hand_worked_distances(backend):
     assert stats_core.pdist(x, "braycurtis", backend=backend) == pytest.approx([7 / 13, 0.0, 7 / 13])
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     x=hnp.arrays(

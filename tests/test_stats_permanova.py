@@ -121,6 +121,7 @@ def test_pvalue_matches_an_exhaustive_permutation_count():
     assert abs(got - exact) < 4 * np.sqrt(exact * (1 - exact) / 19999) + 1e-4
 
 
+@pytest.mark.slow
 def test_same_seed_same_result_on_every_backend():
     rng = np.random.default_rng(11)
     x = rng.normal(size=(90, 6))

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import stats_core
-from _ray_cluster import add_worker, local_cluster
+from _ray_cluster import LoopbackWatch, add_worker, local_cluster, loopback_checked
 from stats_core import _resample, distributed
 
 
@@ -27,6 +27,13 @@ def cluster() -> Iterator[dict]:
     """A head and two one-CPU worker nodes on 127.0.0.1, this process connected as the driver."""
     with local_cluster(workers=2) as running:
         yield running
+
+
+@pytest.fixture(autouse=True)
+def _loopback_only(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every socket of a test on the cluster stays on 127.0.0.1/::1 (tests/_ray_cluster.py, LoopbackWatch)."""
+    with loopback_checked(request):
+        yield
 
 
 def _design(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -186,3 +193,28 @@ def test_a_node_dying_mid_permanova_changes_nothing(cluster) -> None:
     assert result["remote"].pvalue == local.pvalue and 1 / (permutations + 1) < local.pvalue < 1.0
     # all six ranges finished, none on the dead node: the range it was running was rerun on another node
     assert len(result["nodes"]) == 6 and doomed_id not in result["nodes"]
+
+
+def test_the_loopback_watch_fails_on_a_descendant_socket_beyond_loopback() -> None:
+    """The check the cluster's tests run (tests/_ray_cluster.py) sees a child process's non-loopback socket.
+
+    A UDP socket connected to a documentation address (TEST-NET-3) sends nothing, but has a network-facing
+    local address, as a Ray process that took the machine's address would."""
+    watch = LoopbackWatch()
+    code = (
+        "import socket, sys, time\n"
+        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "try:\n    s.connect(('203.0.113.1', 9))\nexcept OSError:\n    print('no route', flush=True); sys.exit()\n"
+        "print('connected', flush=True)\ntime.sleep(120)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        if child.stdout.readline().strip() != "connected":
+            pytest.skip("this machine has no route beyond loopback")
+        with pytest.raises(AssertionError, match=r"203\.0\.113\.1:9"):
+            watch.check()
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()
+    watch.check()  # the child is gone: nothing beyond loopback is left

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from _ray_cluster import local_cluster
+from _ray_cluster import local_cluster, loopback_checked
 from _runner_support import check_run_dir, spec_text
 from runner.endpoints.sim import Latency, SimConfig, SimServerThread, max_in_window
 from runner.rundir import read_dataset, read_manifest
@@ -41,6 +41,13 @@ def cluster() -> Iterator[dict]:
     """A head and two one-CPU worker nodes on 127.0.0.1, this process connected as the driver."""
     with local_cluster(workers=2) as running:
         yield running
+
+
+@pytest.fixture(autouse=True)
+def _loopback_only(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every socket of a test on the cluster stays on 127.0.0.1/::1 (tests/_ray_cluster.py, LoopbackWatch)."""
+    with loopback_checked(request):
+        yield
 
 
 def _sims(latency_ms: float = 20.0) -> list[SimServerThread]:

@@ -36,6 +36,7 @@ def _probe_requests(sim) -> int:
     return sum(1 for e in sim.log if e.outcome == "unknown_prompt")  # the probe's prompt is no survey item
 
 
+@pytest.mark.slow
 def test_the_probe_runs_once_per_run_and_reaches_the_report(tmp_path: Path) -> None:
     run = tmp_path / "run"
     stream = io.StringIO()

@@ -57,6 +57,4 @@ def main(args: argparse.Namespace) -> int:
         print(f"{url}/v1", flush=True)
         print(f"serving {args.model} with {args.slots} slots; stop with Ctrl-C or SIGTERM", file=sys.stderr, flush=True)
 
-    serve_until_stopped(config, announce)
-    print("stopped", file=sys.stderr)
-    return 0
+    serve_until_stopped(config, announce)  # after SIGTERM/Ctrl-C: prints "stopped", ends the process (status 0)

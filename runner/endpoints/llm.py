@@ -2,7 +2,8 @@
 
 Two ways to run it, one start function:
 
-- ``serve_until_stopped`` runs the server in this process until SIGTERM/SIGINT (``hofcat serve-llm``);
+- ``serve_until_stopped`` runs the server in this process until SIGTERM/SIGINT, then ends the process
+  (``hofcat serve-llm``);
 - ``LocalLLM`` runs the same function in a child process it owns (tests, benchmarks, ``hofcat demo``), so a
   crash of the native server (e.g. SIGILL, see docs/local-llm.md) cannot take the caller down, and stopping
   it leaves no thread behind: the child exits when asked, when its stdin closes (the parent died), or is
@@ -37,7 +38,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from runner.errors import LLMError, ModelNotFoundError, NotInstalledError, PortInUseError, ServerStartError
 from runner.process import child_env, python_command
@@ -200,21 +201,26 @@ def start_server(config: ServerConfig) -> tuple[Any, str]:
 
 def serve_until_stopped(
     config: ServerConfig, on_ready: Callable[[str], None], stop: threading.Event | None = None
-) -> None:
-    """Run the server in this process, call ``on_ready(root_url)``, return after SIGTERM/SIGINT or ``stop``."""
+) -> NoReturn:
+    """Run the server in this process, call ``on_ready(root_url)``; after SIGTERM/SIGINT or ``stop``, write
+    ``stopped`` to stderr and end the process with exit status 0 (a failed start raises ``LLMError``).
+
+    The process ends without the server's destructor, which can wait forever: llama.cpp's shutdown joins HTTP
+    handlers that wait for tokens from the decoding loop it has just ended (until their client hangs up), and a
+    stop that lands before that loop has started is lost (the loop's start sets it running again). The kernel
+    closes the sockets and unmaps the model; the server holds nothing else.
+    """
     stop = stop or threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        server, url = start_server(config)
-        try:
-            on_ready(url)
-            while not stop.wait(0.5):  # a timed wait keeps signal handlers running promptly
-                pass
-        finally:
-            del server  # the destructor stops the HTTP and decoding threads and frees the model
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    _server, url = start_server(config)  # kept referenced: the server runs until the process ends
+    on_ready(url)
+    while not stop.wait(0.5):  # a timed wait keeps signal handlers running promptly
+        pass
+    print("stopped", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # not `del server`: see above; in-flight requests see their connection close
 
 
 def _child_main(config_json: str) -> None:

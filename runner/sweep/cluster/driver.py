@@ -23,6 +23,7 @@ from runner.sweep.replicas import executor_view
 from runner.sweep.session import LOG_EVERY_S, RunResult, Session, blocking, prepare
 from runner.sweep.spec import Spec
 from runner.sweep.transport import aiohttp_transport
+from stats_core.distributed import ray_init
 
 INSTALL = "pip install 'hofcat[ray]'"
 SHARD_RETRIES = 3  # Ray reruns a shard whose worker process or node died this many times
@@ -68,7 +69,7 @@ async def run_sweep_on_ray_async(
     if opened:
         _check_reachable(address)
         try:
-            ray.init(address=address, include_dashboard=False, configure_logging=False, log_to_driver=False)
+            ray_init(ray, address, include_dashboard=False, configure_logging=False, log_to_driver=False)
         except Exception as exc:  # Ray's own errors (no cluster there, version mismatch): one line
             raise UsageError(f"--ray {address}: cannot connect to the Ray cluster: {one_line(exc)}") from None
     try:
