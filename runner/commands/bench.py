@@ -9,7 +9,6 @@ import io
 import json
 import math
 import os
-import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -111,9 +110,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark, print its table, write the results file; a mismatch with a peer exits 2."""
     from runner.errors import InputError
+    from runner.rundir.guard import output_file, written_beside
 
-    out = Path(args.out)
-    _check_target(out, InputError)
+    out = output_file(Path(args.out))
     if args.threads is not None:  # read by the thread pools when stats_core first loads them
         if "stats_core" in sys.modules or "numba" in sys.modules:
             raise InputError("--threads must be set before stats_core is loaded (use the command, not the API)")
@@ -137,7 +136,8 @@ def main(args: argparse.Namespace) -> int:
     except StatsCoreError as exc:  # a backend that is not there, a peer that disagrees or failed
         raise InputError(str(exc)) from None
     print(render_table(report))
-    _write(out, render_csv(report) if out.suffix.lower() == ".csv" else render_json(report))
+    with written_beside(out) as temporary:  # renamed onto --out once written: never a half file, never a link
+        temporary.write_text(render_csv(report) if out.suffix.lower() == ".csv" else render_json(report), "utf-8")
     print(f"results: {out}", file=sys.stderr)
     return 0
 
@@ -215,24 +215,3 @@ def render_csv(report: BenchmarkReport) -> str:
     for m in report.measurements:
         writer.writerow({**{k: _plain(v) for k, v in dataclasses.asdict(m).items()}, **conditions})
     return buffer.getvalue()
-
-
-def _check_target(path: Path, error: type[Exception]) -> None:
-    """Refuse an output path that is a link or not a regular file, before any work is done."""
-    try:
-        info = path.lstat()
-    except FileNotFoundError:
-        if not path.parent.is_dir():
-            raise error(f"--out: folder {str(path.parent)[:200]!r} does not exist") from None
-        return
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode):
-        raise error(f"--out: {str(path)[:200]!r} is a link or not a regular file; name a new or regular file")
-
-
-def _write(path: Path, text: str) -> None:
-    """Write atomically beside the target (a temporary file renamed over it), never through a link."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    with os.fdopen(os.open(temporary, flags, 0o644), "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(temporary, path)

@@ -12,9 +12,6 @@ source, and the answer's columns. Columns that later hofcat versions add to resp
 
 from __future__ import annotations
 
-import contextlib
-import os
-import stat
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -42,8 +39,7 @@ from runner.rundir import (
     read_part,
     unique_cells,
 )
-from runner.rundir.guard import create_new
-from runner.rundir.writer import store_error
+from runner.rundir.guard import output_file, written_beside
 
 __all__ = ["EXPORT_FORMATS", "ExportResult", "export_run", "tidy_batches"]
 
@@ -210,7 +206,7 @@ def export_run(
         raise InputError(f"export format {fmt!r}: choose one of {', '.join(EXPORT_FORMATS)}")
     root = Path(run_dir)
     read_manifest(root)  # a located error for a directory that is not a run
-    target = None if out is None else _out_file(Path(out))
+    target = None if out is None else output_file(Path(out))
     with RunWriter.attach(root) as writer:  # the lock: no part appears or is rewritten while we read
         update_answers(writer)
         schema, batches = tidy_batches(root)
@@ -219,7 +215,7 @@ def export_run(
                 target = writer.layout.output("export") / f"answers.{fmt}"
                 tmp = files.enter_context(writer.output_file("export", target.name))
             else:
-                tmp = files.enter_context(_beside(target))
+                tmp = files.enter_context(written_beside(target))
             rows = _write(tmp, fmt, schema, batches, raw_csv)
     return ExportResult(target, rows, tuple(schema.names))
 
@@ -238,42 +234,6 @@ def _write(tmp: Path, fmt: Format, schema: pa.Schema, batches: Iterator[pa.Table
         if not rows and fmt == "parquet":
             sink.write_table(schema.empty_table())
     return rows
-
-
-def _out_file(target: Path) -> Path:
-    """``--out``: a new file or a regular file to replace; a directory, a link or a special file (a FIFO, a
-    device such as /dev/stdout) is refused, since replacing it would remove or bypass what it is."""
-    try:
-        mode = os.lstat(target).st_mode
-    except FileNotFoundError:
-        return target
-    except OSError as exc:
-        raise InputError(f"--out {target}: cannot be read ({exc.strerror})") from None
-    if stat.S_ISDIR(mode):
-        raise InputError(f"--out {target}: is a directory; --out names the file to write")
-    if stat.S_ISLNK(mode):
-        raise InputError(f"--out {target}: is a symbolic link; name the file itself (hofcat does not replace links)")
-    if not stat.S_ISREG(mode):
-        raise InputError(f"--out {target}: is not a regular file (a device, FIFO or socket); name a file")
-    return target
-
-
-@contextlib.contextmanager
-def _beside(target: Path) -> Iterator[Path]:
-    """A new temp file beside ``target`` (never a link: created exclusively), renamed onto it when the block
-    succeeds, removed when it fails."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp")
-    try:
-        create_new(target.parent, tmp)
-    except OSError as exc:
-        raise store_error(exc, f"--out {target}: cannot write beside it") from None
-    try:
-        yield tmp
-        tmp.replace(target)
-    finally:
-        if tmp.is_file() and not tmp.is_symlink():
-            tmp.unlink()
 
 
 def _is_list(t: pa.DataType) -> bool:

@@ -23,9 +23,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from runner.errors import RunDirError
+from runner.errors import InputError, RunDirError
 
-__all__ = ["checked", "clear_temp", "create_new", "ensure_dir", "open_read", "read_bytes", "read_text", "store_error"]
+__all__ = [
+    "checked",
+    "clear_temp",
+    "create_new",
+    "ensure_dir",
+    "open_read",
+    "output_file",
+    "read_bytes",
+    "read_text",
+    "store_error",
+    "written_beside",
+]
 
 # RunWriter._atomic's names: TOKEN-folder-file; before tokens (hofcat < 0.9) folder-file of a part or manifest
 _TEMP = re.compile(r"^([0-9a-f]{8}-.+|(responses|failures|prompts|answers)-part-\d+\.parquet|.+-manifest\.json)$")
@@ -153,3 +164,39 @@ def store_error(exc: OSError, what: str) -> RunDirError:
         return RunDirError(f"{what}: no space left on device")
     reason = exc.strerror or type(exc).__name__
     return RunDirError(f"{what}: {reason}" + (f" ({exc.filename})" if exc.filename else ""))
+
+
+def output_file(target: Path) -> Path:
+    """``--out``: a new file or a regular file to replace; a directory, a link or a special file (a FIFO, a
+    device such as /dev/stdout) is refused, since replacing it would remove or bypass what it is."""
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        return target
+    except OSError as exc:
+        raise InputError(f"--out {target}: cannot be read ({exc.strerror})") from None
+    if stat.S_ISDIR(mode):
+        raise InputError(f"--out {target}: is a directory; --out names the file to write")
+    if stat.S_ISLNK(mode):
+        raise InputError(f"--out {target}: is a symbolic link; name the file itself (hofcat does not replace links)")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"--out {target}: is not a regular file (a device, FIFO or socket); name a file")
+    return target
+
+
+@contextlib.contextmanager
+def written_beside(target: Path) -> Iterator[Path]:
+    """A new temp file beside ``target`` (never a link: created exclusively), renamed onto it when the block
+    succeeds, removed when it fails."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        create_new(target.parent, tmp)
+    except OSError as exc:
+        raise store_error(exc, f"--out {target}: cannot write beside it") from None
+    try:
+        yield tmp
+        tmp.replace(target)
+    finally:
+        if tmp.is_file() and not tmp.is_symlink():
+            tmp.unlink()
