@@ -129,6 +129,14 @@ def test_one_country_has_indices_but_no_ranking(tmp_path: Path) -> None:
     assert "fewer than 3 countries" in page
 
 
+def test_a_run_that_ranks_nothing_still_names_the_levels_it_varied(tmp_path: Path) -> None:
+    design = {"personas": ["Germany"], "questions": [1, 2], "seeds": [1, 2], "temperature": [0.0, 1.0]}
+    sweep(tmp_path / "t", design, {"ok": 1})
+    summary, _, page = analyze_and_report(tmp_path / "t")
+    assert summary["conditions"] == 2
+    assert "varied: temperature (2 levels)" in page  # read from the answered conditions, not the empty CAT table
+
+
 def test_one_seed_gets_no_interval_and_says_why(tmp_path: Path) -> None:
     sweep(tmp_path / "s", {**ONE, "personas": PERSONAS[:4], "questions": list(range(1, 25))}, {"ok": 1})
     summary, out, page = analyze_and_report(tmp_path / "s")

@@ -109,13 +109,17 @@ def report_design(
     *,
     facets: Sequence[str] | None = None,
     constants: Mapping[str, str] | None = None,
+    answered: pl.DataFrame | None = None,
 ) -> ReportDesign:
-    """The report's design from the CAT table (one row per condition) and the analysis' varying ``factors``.
+    """The report's design from the CAT table (one row per condition) and the analysis' varying ``factors``;
+    ``answered`` (a table with the factor columns, e.g. the question means) gives the levels when no condition
+    could be scored, so a thin run still names what varied.
 
     ``facets`` (at most two) are checked against the varying factors; without them the two most important that
     fit in ``MAX_PANELS`` panels are taken. Raises ``InputError`` for a facet that does not vary."""
     present = [f for f in factors if f in cat.columns]
-    levels = {f: _sorted_levels(cat[f]) for f in present}
+    source = answered if cat.height == 0 and answered is not None else cat
+    levels = {f: _sorted_levels(source[f]) if f in source.columns else () for f in present}
     importance = {f: _eta_squared(cat, f) for f in present}
     ranked = sorted(present, key=lambda f: (-np.nan_to_num(importance[f], nan=-1.0), present.index(f)))
     if facets is not None:

@@ -205,7 +205,9 @@ def _page(out: RunWriter, summary: dict, facets: list[str] | None) -> Path:
     t = {name: analysis_table(root, name) for name in TABLES}
     if facets is None:
         facets = ((manifest.get("spec") or {}).get("report") or {}).get("facets") or None
-    design = report_design(t["cat"], factors, facets=facets, constants=_constants(manifest, factors))
+    design = report_design(
+        t["cat"], factors, facets=facets, constants=_constants(manifest, factors), answered=t["questions"]
+    )
     factors = list(design.factors)
     boot = summary["bootstrap"]
     seed = int(boot["seed"])
