@@ -56,6 +56,7 @@ def _spec(base_url: str) -> str:
     for name, model in ENDPOINTS.items():
         lines += ["[[endpoints]]", f"name = {json.dumps(name)}", 'provider = "openai"']
         lines += [f"base_url = {json.dumps(base_url)}", f"model = {json.dumps(model)}", "max_concurrency = 8"]
+        lines += [f"served_models = [{json.dumps(SERVED)}]"]  # the server's hostile model name, accepted as such
     lines += ["[design]", f"personas = {json.dumps(PERSONAS)}", "seeds = [1, 2]", "temperature = [0.0]"]
     return "\n".join(lines) + "\n"
 

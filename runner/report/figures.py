@@ -280,13 +280,12 @@ def cat_differences(differences: pl.DataFrame, ids: dict[str, str], design: Repo
             loc="outside lower center",
             ncol=min(len(differing), 6),
         )
-    shown = tuple(f"{a} − {b}" for a, b in zip(rows["condition_a"], rows["condition_b"], strict=True))
     note = (
         f"{dropped} pair(s) without a difference (too few shared countries) are not drawn; the table says why."
         if dropped
         else ""
     )
-    return Plot(fig, shown, note)
+    return Plot(fig, tuple(labels), note)  # IDs, not names: a 1,000-condition design has thousands of pairs
 
 
 def cat_by_factor(cat: pl.DataFrame, design: ReportDesign) -> Plot | None:
