@@ -107,6 +107,7 @@ def test_partial_failures_resubmit_only_the_failed_requests(provider, tmp_path):
     _stored_once(tmp_path / "run", 72)
 
 
+@pytest.mark.slow
 def test_wait_false_submits_and_a_later_run_collects(tmp_path):
     with SimServerThread(SimConfig(seed=2, batch_latency_s=1.0)) as sim:
         spec = make_spec(sim.base_url, endpoint=_endpoint("openai"), design=SMALL)

@@ -27,6 +27,7 @@ def _bench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_bench_checks_every_peer_and_counts_the_work(tmp_path: Path) -> None:
     done = _bench(*SMALL, "--out", "r.json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -65,6 +66,7 @@ def test_bench_checks_every_peer_and_counts_the_work(tmp_path: Path) -> None:
     assert f"stats_core backend {stats_core.backend()}" in done.stdout
 
 
+@pytest.mark.slow
 def test_bench_writes_csv_and_honours_threads(tmp_path: Path) -> None:
     done = _bench(*SMALL, "--workloads", "pdist", "--peers", "none", "--threads", "1", "--out", "r.csv", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -90,6 +92,7 @@ def test_a_missing_peer_is_skipped_with_its_reason(monkeypatch: pytest.MonkeyPat
     }
 
 
+@pytest.mark.slow
 def test_a_peer_that_disagrees_gets_no_ratio(monkeypatch: pytest.MonkeyPatch) -> None:
     real = benchmark._scipy_pdist_arm
 

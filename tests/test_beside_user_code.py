@@ -44,6 +44,7 @@ def child(folder: Path, *args: str, timeout: float = 300) -> subprocess.Complete
     return done
 
 
+@pytest.mark.slow
 def test_python_m_hofcat_runs_analyzes_and_reports_beside_a_user_runner(research_folder: Path) -> None:
     info = child(research_folder, "-m", "hofcat", "info")
     assert info.returncode == 0, info.stderr
@@ -83,6 +84,7 @@ with SimProcess() as sim:  # a Python child hofcat starts itself
 """
 
 
+@pytest.mark.slow
 def test_a_script_and_a_notebook_cell_use_import_hofcat_beside_a_user_runner(research_folder: Path) -> None:
     design = {"personas": ["United States", "China"], "questions": [3], "seeds": [1, 2]}
     (research_folder / "spec.toml").write_text(spec_text("BASE_URL", design=design))

@@ -201,6 +201,7 @@ def test_llamacpp_grammar_requests_the_drawn_probabilities_and_reads_them_as_dra
     assert EXACT_TOLERANCE == 1e-9
 
 
+@pytest.mark.slow
 def test_a_run_with_partial_cells_is_analysed_by_the_stated_policy(tmp_path):
     # end to end through analyze_run: the questions table scores partial cells by their replies (default) or
     # drops them; the summary records the rule; the baselines answer the same cells

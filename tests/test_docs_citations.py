@@ -73,6 +73,7 @@ def quick_start(doc: Path) -> list[list[str]]:
     return [shlex.split(line) for line in lines if "MY_" not in line]
 
 
+@pytest.mark.slow
 def test_the_scoring_quick_start_runs_in_an_empty_folder(tmp_path: Path) -> None:
     commands = quick_start(ROOT / "docs" / "scoring.md")
     assert [c[:2] for c in commands] == [["hofcat", "examples"], ["hofcat", "score"]]
@@ -91,6 +92,7 @@ def test_the_scoring_quick_start_runs_in_an_empty_folder(tmp_path: Path) -> None
     assert not (tmp_path / "data").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("doc", ["README.md"])
 def test_the_readme_scoring_example_runs_after_copying_the_examples(doc: str, tmp_path: Path) -> None:
     text = (ROOT / doc).read_text(encoding="utf-8")

@@ -456,6 +456,7 @@ def test_permanova_counts_exact_f_ties_as_at_least_observed(backend):
     assert big.pvalue == swapped.pvalue  # the mirrored labelling has the same exact F: the same count
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", stats_core.available())
 def test_permanova_with_every_relabelling_tied_has_p_one(backend):
     """Points at the vertices of a regular simplex, scaled by 0.1: every split has the same SS_W exactly, so

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from _runner_support import spec_text
 from runner.endpoints.sim import SimServerThread
 from runner.rundir import read_dataset, read_manifest
@@ -38,6 +40,7 @@ def measured(*args: str) -> tuple[subprocess.CompletedProcess, int]:
     return done, int(lines[-1].split()[1])
 
 
+@pytest.mark.slow
 def test_a_three_cell_pilot_of_a_billion_cell_plan_takes_the_memory_of_plan(tmp_path: Path) -> None:
     design = {
         "personas": ["United States", "China", "Germany", "Japan"],

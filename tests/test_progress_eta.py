@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
+
 from _runner_support import spec_text
 from runner.endpoints.sim import Latency, SimConfig, SimServerThread
 from runner.sweep.plan import select
@@ -14,6 +16,7 @@ from runner.sweep.session import run_sweep
 from runner.sweep.spec import parse_spec
 
 
+@pytest.mark.slow
 def test_a_finished_endpoint_shows_done_and_the_last_line_has_no_eta_left(tmp_path: Path) -> None:
     design = {"personas": ["China", "Germany"], "questions": [1, 2, 3, 4, 5, 6], "seeds": [1, 2]}
     fast_config, slow_config = (

@@ -96,6 +96,7 @@ def test_the_documented_notebook_example_runs(tmp_path: Path, monkeypatch: pytes
     assert cells["result"].stored == 4 * 24 * 2
 
 
+@pytest.mark.slow
 def test_the_documented_mock_transport_runs_a_spec_without_a_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

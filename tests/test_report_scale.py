@@ -138,6 +138,7 @@ def _check_report(run: Path, name: str, control: Path) -> None:
     assert "<h3>Headline results</h3>" in page and page.index("Headline results") < page.index("Ranking agreement")
 
 
+@pytest.mark.slow
 def test_one_condition_report_reads_well_in_chromium(tmp_path_factory, control_svg):
     run = analysed(tmp_path_factory.mktemp("one"), "one")
     _check_report(run, "one", control_svg)
@@ -151,11 +152,13 @@ def medium(tmp_path_factory) -> Path:
     return analysed(tmp_path_factory.mktemp("medium"), "medium")
 
 
+@pytest.mark.slow
 def test_hundred_conditions_report_reads_well_in_chromium(medium, control_svg):
     assert len(conditions("medium")) == 112
     _check_report(medium, "medium", control_svg)
 
 
+@pytest.mark.slow
 def test_panels_show_only_their_levels_and_name_only_varying_factors(medium):
     page = (medium / "report" / "index.html").read_text(encoding="utf-8")
     grid = (medium / "report" / "figures" / "grid.svg").read_text(encoding="utf-8")
@@ -169,6 +172,7 @@ def test_panels_show_only_their_levels_and_name_only_varying_factors(medium):
     assert "6 levels" not in page and "varied: model (3 levels)" in page
 
 
+@pytest.mark.slow
 def test_comparisons_between_conditions_are_drawn_by_condition_id(medium):
     import polars as pl
 
@@ -183,6 +187,7 @@ def test_comparisons_between_conditions_are_drawn_by_condition_id(medium):
     assert page.index("Comparisons between conditions") < page.index('id="table-cat_differences"')
 
 
+@pytest.mark.slow
 def test_facets_chosen_on_the_command_line_split_the_small_multiples(medium, tmp_path):
     from runner.cli import main
 

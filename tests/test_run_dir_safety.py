@@ -313,6 +313,7 @@ def test_fuzzed_parts_give_one_line_errors_and_leave_everything_around_unchanged
         assert scene.around() == scene.before, what
 
 
+@pytest.mark.slow
 def test_analyze_on_a_full_disk_is_a_one_line_error(stored, tmp_path):
     """Writes past a file-size limit fail as a full disk does (EFBIG instead of ENOSPC), inside polars too."""
     import resource

@@ -17,6 +17,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from _loopback_server import LoopbackServer, chat_ok
 from _runner_support import spec_text
 from runner.endpoints.sim import SimServerThread
@@ -49,6 +51,7 @@ def write_spec(path: Path, base_url: str, **endpoint: object) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_refused_endpoint_stops_in_seconds_names_its_url_and_its_cells_run_later(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1"
@@ -98,6 +101,7 @@ class ResettingServer:
         self.sock.close()
 
 
+@pytest.mark.slow
 def test_a_server_that_resets_before_replying_stops_the_endpoint_after_the_streak(tmp_path: Path) -> None:
     with ResettingServer() as server:
         spec = write_spec(tmp_path / "s.toml", f"http://127.0.0.1:{server.port}/v1", max_concurrency=2)
@@ -110,6 +114,7 @@ def test_a_server_that_resets_before_replying_stops_the_endpoint_after_the_strea
     assert len(read_dataset(tmp_path / "run", "failures")) == 0
 
 
+@pytest.mark.slow
 def test_a_streak_broken_by_replies_does_not_stop_the_endpoint(tmp_path: Path) -> None:
     """Failures of their own cells (a 500 now and then) never stop an endpoint: only an unbroken streak does."""
 
@@ -145,6 +150,7 @@ def test_a_reply_from_another_model_stops_the_endpoint_in_one_line(tmp_path: Pat
     assert len(read_dataset(run, "responses")) == 0 and len(read_dataset(run, "failures")) == 0
 
 
+@pytest.mark.slow
 def test_served_models_accepts_a_named_model_and_the_manifest_names_it(tmp_path: Path) -> None:
     with LoopbackServer(reporting("SmolLM2-135M-Instruct")) as server:
         spec = write_spec(
@@ -156,6 +162,7 @@ def test_served_models_accepts_a_named_model_and_the_manifest_names_it(tmp_path:
     assert session["served_models"] == {"sim": {"SmolLM2-135M-Instruct": CELLS}}
 
 
+@pytest.mark.slow
 def test_a_dated_snapshot_is_the_model_asked_for(tmp_path: Path) -> None:
     with LoopbackServer(reporting("gpt-4o-2024-08-06")) as server:
         spec = write_spec(tmp_path / "s.toml", server.base_url, model="gpt-4o")

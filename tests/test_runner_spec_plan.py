@@ -520,6 +520,7 @@ def test_served_models_are_read_as_a_list_of_names() -> None:
         parse_spec(spec_text(URL, endpoint={"served_models": [3]}), source="s.toml")
 
 
+@pytest.mark.slow
 def test_plan_says_how_many_distribution_cells_repeat_a_request(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -112,6 +112,7 @@ def test_tau_and_misranks_equal_exact_arithmetic_on_every_backend(backend):
     np.testing.assert_array_equal(again.kendall, got.kendall)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_analysis_tau_misranks_and_intervals_equal_exact_arithmetic(backend):
     answers = _tie_answers()

@@ -85,6 +85,7 @@ def test_interval_contains_zero_whenever_the_exact_p_exceeds_alpha():
             assert not (c_lo > 0 or c_hi < 0) or r["cat_p"] <= 0.05
 
 
+@pytest.mark.slow
 def test_coverage_holds_in_interior_regimes_and_the_null_excludes_zero_at_most_at_the_level():
     """A small but meaningful replicate count: 40 planted truths per cell (the full table: benches/coverage.py)."""
     null = coverage.cell(5, 6, "null", 40, seed=3)

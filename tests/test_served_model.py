@@ -82,6 +82,7 @@ def stored_run(out: Path, served: str | None, endpoint: dict | None = None) -> P
         (None, "served by sim: 24 replies named no model", None),
     ],
 )
+@pytest.mark.slow
 def test_the_analysis_and_report_name_the_served_models(tmp_path: Path, served, fact, caveat) -> None:
     run = stored_run(tmp_path / "r", served)
     analyze_run(run, AnalysisOptions(n_resamples=10, permutations=9))
@@ -94,6 +95,7 @@ def test_the_analysis_and_report_name_the_served_models(tmp_path: Path, served, 
     assert fact in page
 
 
+@pytest.mark.slow
 def test_an_accepted_other_model_is_named_in_a_caveat(tmp_path: Path) -> None:
     run = stored_run(tmp_path / "r", "SmolLM2-135M-Instruct", endpoint={"served_models": ["*"]})
     analyze_run(run, AnalysisOptions(n_resamples=10, permutations=9))

@@ -146,6 +146,7 @@ def test_latency_is_applied() -> None:
     assert min(run(go())) >= 0.08
 
 
+@pytest.mark.slow
 def test_rate_limit_answers_429_with_retry_after_headers_and_recovers() -> None:
     async def go() -> tuple[list[tuple[int, dict]], tuple[int, dict], SimServer]:
         config = SimConfig(requests_per_minute=600, burst=5)

@@ -214,6 +214,7 @@ def _screen_case(kind: str, n: int = 300) -> np.ndarray:
     return d
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["euclidean", "cityblock", "outlier", "ties", "tiny", "zero", "indefinite"])
 def test_screened_counts_equal_exact_counts_at_and_around_the_bound(kind):
     # Every backend's screen (factored where Gower's matrix has low rank, else quantized) decides most

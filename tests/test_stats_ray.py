@@ -105,6 +105,7 @@ def test_ranges_cover_every_permutation_once() -> None:
         assert all(b % align == 0 for _, b in cut[:-1])
 
 
+@pytest.mark.slow
 def test_without_ray_stats_core_works_and_on_ray_says_how_to_install() -> None:
     # ``sys.modules['ray'] = None`` makes ``import ray`` raise ImportError, as on a machine without the extra.
     script = (

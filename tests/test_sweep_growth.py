@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from _runner_support import check_run_dir, sent_request_keys, spec_text
 from runner.endpoints.sim import SimConfig, SimServerThread
 from runner.rundir import read_dataset, read_manifest
@@ -33,6 +35,7 @@ def write(path: Path, base_url: str, design: dict, endpoint: dict | None = None)
     return path
 
 
+@pytest.mark.slow
 def test_a_spec_that_adds_cells_grows_the_run_and_sends_only_the_new_ones(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with SimServerThread(SimConfig(seed=3)) as sim:
@@ -68,6 +71,7 @@ def test_a_spec_that_adds_cells_grows_the_run_and_sends_only_the_new_ones(tmp_pa
     assert not any(c.startswith("incomplete") for c in summary["caveats"])
 
 
+@pytest.mark.slow
 def test_a_spec_that_changes_stored_cells_is_refused_naming_what_changed(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with SimServerThread(SimConfig(seed=3)) as sim:
@@ -87,6 +91,7 @@ def test_a_spec_that_changes_stored_cells_is_refused_naming_what_changed(tmp_pat
     assert read_manifest(run)["spec_hash"] == load_spec(first).spec_hash and "spec_history" not in read_manifest(run)
 
 
+@pytest.mark.slow
 def test_a_spec_that_changes_only_how_cells_are_sent_resumes_in_place(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with SimServerThread(SimConfig(seed=3)) as sim:

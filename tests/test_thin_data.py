@@ -137,6 +137,7 @@ def test_a_run_that_ranks_nothing_still_names_the_levels_it_varied(tmp_path: Pat
     assert "varied: temperature (2 levels)" in page  # read from the answered conditions, not the empty CAT table
 
 
+@pytest.mark.slow
 def test_one_seed_gets_no_interval_and_says_why(tmp_path: Path) -> None:
     sweep(tmp_path / "s", {**ONE, "personas": PERSONAS[:4], "questions": list(range(1, 25))}, {"ok": 1})
     summary, out, page = analyze_and_report(tmp_path / "s")
@@ -144,6 +145,7 @@ def test_one_seed_gets_no_interval_and_says_why(tmp_path: Path) -> None:
     assert re.search(r"CAT \d+\.\d \[n/a, n/a\]", out), out
 
 
+@pytest.mark.slow
 def test_one_question_names_the_dimensions_it_cannot_score(tmp_path: Path) -> None:
     sweep(tmp_path / "q", {"personas": PERSONAS[:3], "questions": [7], "seeds": [1, 2]}, {"ok": 1})
     summary, out, page = analyze_and_report(tmp_path / "q")
@@ -186,6 +188,7 @@ def designs(draw: st.DrawFn) -> dict:
     seed=st.integers(0, 2**16),
     extra=st.sampled_from([[], ["--units", "seed"], ["--points", "seed"], ["--unparseable", "neutral"]]),
 )
+@pytest.mark.slow
 def test_any_small_run_is_analysed_and_reported_or_refused_in_one_line(
     tmp_path_factory: pytest.TempPathFactory, design: dict, weights: dict, limit: int | None, seed: int, extra: list
 ) -> None:
