@@ -66,7 +66,13 @@ def main(args: argparse.Namespace) -> int:
         print(f"hofcat demo: error: {exc}", file=sys.stderr)
         return 2
     print(f"measurement: {options.measurement} (docs/measurement.md)")
-    print(f"parse rate: {result.parse_rate:.1%} of answers parsed as ok")
+    partial = (
+        f", {result.partial_rate:.1%} partial distributions (an option's probability bounded, not listed; scored "
+        "by the partial policy: docs/measurement.md)"
+        if result.partial_rate
+        else ""
+    )
+    print(f"parse rate: {result.parse_rate:.1%} of answers parsed as ok{partial}")
     print("Kendall tau-b per dimension against hofstede-2015 (95% interval for the population tau, docs/analysis.md):")
     for row in result.kendall.iter_rows(named=True):
         print(f"  {row['dimension'].upper():>3}  {_num(row['tau'])}  [{_num(row['ci_low'])}, {_num(row['ci_high'])}]")

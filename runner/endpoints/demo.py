@@ -79,6 +79,7 @@ class DemoResult:
     run_dir: Path
     report: Path
     parse_rate: float  # share of answers with status ok
+    partial_rate: float  # share of answers that are partial distributions (an option bounded, never 0)
     kendall: pl.DataFrame  # dimension, tau, ci_low, ci_high (one condition)
 
 
@@ -135,9 +136,10 @@ def run_demo(out: str | Path, options: DemoOptions = DemoOptions()) -> DemoResul
     analysis = analyze_run(run_dir, AnalysisOptions(seed=options.seed))
     report = render_report(run_dir)
     rates = pl.read_parquet(analysis / "status_rates.parquet")
-    ok = rates.filter(pl.col("status") == "ok")["count"].sum()
+    total = max(int(rates["count"].sum()), 1)
+    ok, partial = (int(rates.filter(pl.col("status") == s)["count"].sum()) for s in ("ok", "partial"))
     kendall = pl.read_parquet(analysis / "kendall.parquet").select("dimension", "tau", "ci_low", "ci_high")
-    return DemoResult(run_dir, report, ok / max(int(rates["count"].sum()), 1), kendall)
+    return DemoResult(run_dir, report, ok / total, partial / total, kendall)
 
 
 @contextlib.contextmanager
