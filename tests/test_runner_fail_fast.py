@@ -109,8 +109,9 @@ def test_a_server_that_resets_before_replying_stops_the_endpoint_after_the_strea
         connections = server.connections
     assert done.returncode == 4, done.stderr
     assert "stopped after 5 consecutive connection failures" in done.stderr
-    # the streak of 5, plus attempts in flight when it ended (up to 10 seen on a loaded machine); before: 7 per cell
-    assert connections <= 12, connections
+    # the streak of 5, plus the attempts already admitted when it ended: 10 seen on a loaded machine, 14 at CI's load;
+    # before the stop every cell was tried 7 times (hundreds of connections), so 30 only a regression reaches
+    assert connections <= 30, connections
     assert len(read_dataset(tmp_path / "run", "failures")) == 0
 
 
