@@ -288,11 +288,11 @@ class Executor:
             self.stats.output_tokens += reply.output_tokens or 0
         else:
             if (
-                self._stop.is_set()
+                (self._stop.is_set() or endpoint.stopped is not None)
                 and isinstance(error, RetryableError)
                 and tried.attempts <= endpoint.policy.max_retries
             ):
-                return  # retries were cut short by the stop: leave the cell for the next run
+                return  # retries were cut short by the run's or the endpoint's stop: leave the cell for the next run
             error.args = (self._redact(str(error)),)
             outcome = Outcome(None, error, tried.attempts, last.latency_s, error.status, started, now_us())
             if endpoint_fatal(error):  # held until the streak ends: the endpoint's failure, maybe not the cell's
