@@ -13,6 +13,7 @@ import json
 import math
 
 import polars as pl
+import pyarrow as pa
 import pytest
 
 from _runner_support import make_spec
@@ -22,6 +23,7 @@ from runner.endpoints.sim.data import load_scores
 from runner.endpoints.sim.logprobs import first_token_logprobs
 from runner.endpoints.sim.respondent import AnswerModel
 from runner.endpoints.sim.server import SimServerThread
+from runner.parse.answers import answers_table
 from runner.parse.distribution import EXACT_TOLERANCE, scored_value, with_distributions
 from runner.parse.policy import Policy
 from runner.rundir import read_dataset
@@ -171,30 +173,8 @@ def test_llamacpp_grammar_requests_the_drawn_probabilities_and_reads_them_as_dra
     assert [t for t, _ in reply.top_logprobs] == ["1", "4", "2", "3", "5"]
     assert [math.exp(lp) for _, lp in reply.top_logprobs] == pytest.approx([0.674, 0.142, 0.087, 0.061, 0.036])
     # read as drawn: no second temperature, all five listed and summing to 1 → exact, whatever the cell's T
-    import pyarrow as pa
-
-    from runner.parse.answers import answers_table
-
-    responses = pa.table(
-        {
-            "cell_key": ["k"],
-            "response_text": ["4"],
-            "language": ["en"],
-            "mode": ["item"],
-            "questions": [[18]],
-            "framing": ["persona"],
-            "country": ["Germany"],
-            "age": pa.array([None], pa.int16()),
-            "gender": pa.array([None], pa.string()),
-            "option_order": [[1, 2, 3, 4, 5]],
-            "reply_format": ["number"],
-            "measurement": ["distribution"],
-            "constraint": ["grammar"],
-            "temperature": [0.7],
-            "logprobs_sampled": [True],
-            "top_logprobs": [[{"token": t, "logprob": lp} for t, lp in reply.top_logprobs]],
-        }
-    )
+    top = [{"token": t, "logprob": lp} for t, lp in reply.top_logprobs]
+    responses = _germany_q18_reply(0.7, top, logprobs_sampled=[True])
     row = with_distributions(answers_table(responses), responses).to_pylist()[0]
     assert row["status"] == "ok" and row["option_id"] == 4 and row["option_bound"] is None
     assert row["option_probs"] == pytest.approx([0.674, 0.087, 0.061, 0.142, 0.036], abs=1e-3)
@@ -255,16 +235,9 @@ GERMANY_Q18_TOP20 = [
 GERMANY_Q18_UNLISTED = {2: -5.730, 3: -6.155, 4: -5.273, 5: -6.619}
 
 
-@pytest.mark.parametrize("temperature", [0.7, 1.0])
-def test_a_stored_raw_top_20_is_reparsed_as_partial_with_a_bound_the_real_tail_respects(temperature):
-    # a run stored before 1.6.0 (raw log-probabilities, no logprobs_sampled column) is read at its temperature:
-    # option 1 is all that is listed, so the cell is partial — not [1, 0, 0, 0, 0] — and each unlisted digit's
-    # drawn probability (from the measured tail) is within the bound
-    import pyarrow as pa
-
-    from runner.parse.answers import answers_table
-
-    responses = pa.table(
+def _germany_q18_reply(temperature: float, top_logprobs: list[dict], **extra: list) -> pa.Table:
+    """One stored reply '4' to Q18 by a Germany persona under llama.cpp's digit grammar, with its alternatives."""
+    return pa.table(
         {
             "cell_key": ["k"],
             "response_text": ["4"],
@@ -280,9 +253,18 @@ def test_a_stored_raw_top_20_is_reparsed_as_partial_with_a_bound_the_real_tail_r
             "measurement": ["distribution"],
             "constraint": ["grammar"],
             "temperature": [temperature],
-            "top_logprobs": [[{"token": t, "logprob": lp} for t, lp in GERMANY_Q18_TOP20]],
+            **extra,
+            "top_logprobs": [top_logprobs],
         }
     )
+
+
+@pytest.mark.parametrize("temperature", [0.7, 1.0])
+def test_a_stored_raw_top_20_is_reparsed_as_partial_with_a_bound_the_real_tail_respects(temperature):
+    # a run stored before 1.6.0 (raw log-probabilities, no logprobs_sampled column) is read at its temperature:
+    # option 1 is all that is listed, so the cell is partial — not [1, 0, 0, 0, 0] — and each unlisted digit's
+    # drawn probability (from the measured tail) is within the bound
+    responses = _germany_q18_reply(temperature, [{"token": t, "logprob": lp} for t, lp in GERMANY_Q18_TOP20])
     row = with_distributions(answers_table(responses), responses).to_pylist()[0]
     assert row["status"] == "partial" and row["option_id"] == 4  # the reply's own answer, kept
     assert row["option_probs"] == [1.0, None, None, None, None]
