@@ -227,20 +227,71 @@ def _at(flat, square, i, j, n):
     return flat[_row_start(lo, n) + hi - lo - 1]
 
 
+# Row ranges of group_row_sums, as the native kernel's (src/cluster.rs TASKS): fixed, whatever the threads.
+_ROW_SUM_TASKS = 32
+
+
+@numba.njit(cache=True, nogil=True)
+def _balanced_row_ranges(n, parts):
+    # src/matrix.rs balanced_row_ranges: rows of the upper triangle cut where the running pair count reaches
+    # ceil(total / parts)
+    total = max(n * max(n - 1, 0) // 2, 1)
+    target = max((total + parts - 1) // parts, 1)
+    bounds = [0]
+    acc = 0
+    for i in range(max(n - 1, 0)):
+        acc += n - i - 1
+        if acc >= target:
+            bounds.append(i + 1)
+            acc = 0
+    if bounds[-1] < max(n - 1, 0):
+        bounds.append(n - 1)
+    return np.array(bounds, dtype=np.int64)
+
+
 @numba.njit(cache=True, parallel=True, nogil=True)
 def _group_row_sums(flat, square, codes, n_groups, squared):
-    # Each task owns whole rows (both triangles via symmetry), so there are no write conflicts.
+    # The native kernel's operations in its order, so the sums are bitwise its sums: fixed row ranges; in each,
+    # row i's later partners summed in 4 interleaved lanes per group, and its d_ij added to a column
+    # accumulator of each later j; then, range by range, the rows' own sums and the columns added to the total.
     n = codes.shape[0]
-    out = np.zeros((n, n_groups))
-    bad = np.zeros(n, dtype=np.bool_)
-    for i in numba.prange(n):
-        row_bad = False
-        for j in range(n):
-            if j != i:
-                d = _at(flat, square, i, j, n)
-                row_bad |= not (d >= 0.0 and d <= _F64_MAX)
-                out[i, codes[j]] += d * d if squared else d
-        bad[i] = row_bad
+    g = n_groups
+    bounds = _balanced_row_ranges(n, _ROW_SUM_TASKS)
+    tasks = bounds.shape[0] - 1
+    rows = np.zeros((n, g))
+    cols = np.zeros((tasks, g, n))
+    bad = np.zeros(max(tasks, 1), dtype=np.bool_)
+    for t in numba.prange(tasks):
+        col = cols[t]
+        own = np.zeros(4 * g)
+        task_bad = False
+        for i in range(bounds[t], bounds[t + 1]):
+            ci = codes[i]
+            row = _row(flat, square, i, n)
+            m = row.shape[0]
+            for jj in range(m):
+                v = row[jj]
+                task_bad |= not (v >= 0.0 and v <= _F64_MAX)
+                col[ci, i + 1 + jj] += v * v if squared else v
+            own[:] = 0.0
+            whole = m - m % 4
+            for jj in range(whole):
+                v = row[jj]
+                own[(jj % 4) * g + codes[i + 1 + jj]] += v * v if squared else v
+            for jj in range(whole, m):
+                v = row[jj]
+                own[codes[i + 1 + jj]] += v * v if squared else v
+            for h in range(g):
+                rows[i, h] = own[h] + own[g + h] + own[2 * g + h] + own[3 * g + h]
+        bad[t] = task_bad
+    out = np.zeros((n, g))
+    for t in range(tasks):
+        for i in range(bounds[t], bounds[t + 1]):
+            for h in range(g):
+                out[i, h] += rows[i, h]
+        for h in range(g):
+            for j in range(n):
+                out[j, h] += cols[t, h, j]
     return out, not bad.any()
 
 

@@ -46,6 +46,24 @@ def test_silhouette_and_davies_bouldin_match_sklearn(design, square, backend):
     assert stats_core.davies_bouldin(x, labels, backend=backend) == pytest.approx(expected_db, rel=1e-12)
 
 
+@pytest.mark.parametrize(("n", "groups"), [(3, 2), (97, 4), (1201, 9)])
+def test_group_row_sums_are_the_same_bits_on_native_and_numba(n, groups):
+    # numba runs the native kernel's fixed row ranges and lanes in its order (the silhouette's and PERMDISP's
+    # sums), so the two agree bit for bit, not just to rounding; condensed and square, plain and squared.
+    from stats_core import _native, _numba
+
+    rng = np.random.default_rng(n)
+    codes = rng.integers(0, groups, size=n).astype(np.int32)
+    condensed = ssd.pdist(rng.normal(size=(n, 5)))
+    for distances in (condensed, ssd.squareform(condensed)):
+        for squared in (False, True):
+            native, native_ok = _native.group_row_sums(distances, codes, groups, squared)
+            numba_sums, numba_ok = _numba.group_row_sums(distances, codes, groups, squared)
+            np.testing.assert_array_equal(native, numba_sums)
+            assert native_ok and numba_ok
+            np.testing.assert_allclose(native.sum(axis=1), ssd.squareform(condensed ** (1 + squared)).sum(axis=1))
+
+
 def test_silhouette_hand_worked():
     # a = {0, 1}, b = {4}: point 0: a=1, b=4 → 3/4; point 1: a=1, b=3 → 2/3; point 4: singleton → 0.
     d = ssd.pdist(np.array([[0.0], [1.0], [4.0]]))
