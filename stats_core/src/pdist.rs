@@ -192,35 +192,31 @@ fn block<K: Kernel, const R: usize>(
                     }
                 }
                 let j0 = p * W;
+                let nv: [f64; W] = if K::NORMS { norms[j0..j0 + W].try_into().unwrap() } else { [0.0; W] };
+                if t0 + R <= j0 && t0 + R <= i1 && j0 + W <= n {
+                    // the common tile: every row before every partner, all stored — no per-row checks, and
+                    // W stores the compiler writes as vectors
+                    for r in 0..R {
+                        let i = t0 + r;
+                        let nu = if K::NORMS { norms[i] } else { 0.0 };
+                        let at = row_start(i, n) - base + (j0 - i - 1);
+                        let o: &mut [MaybeUninit<f64>; W] = (&mut out[at..at + W]).try_into().unwrap();
+                        for l in 0..W {
+                            o[l].write(K::finish(a[r][l], b[r][l], nu, nv[l]));
+                        }
+                    }
+                    continue;
+                }
                 for r in 0..R {
                     let i = t0 + r;
                     let (lo, hi) = ((i + 1).max(j0), (j0 + W).min(n));
                     if i >= i1 || lo >= hi {
                         continue;
                     }
-                    let mut d = [0.0f64; W];
-                    if K::NORMS {
-                        let nv: &[f64; W] = norms[j0..j0 + W].try_into().unwrap();
-                        for l in 0..W {
-                            d[l] = K::finish(a[r][l], b[r][l], norms[i], nv[l]);
-                        }
-                    } else {
-                        for l in 0..W {
-                            d[l] = K::finish(a[r][l], b[r][l], 0.0, 0.0);
-                        }
-                    }
+                    let nu = if K::NORMS { norms[i] } else { 0.0 };
                     let at = row_start(i, n) - base + (lo - i - 1);
-                    if hi - lo == W {
-                        // a whole tile row: W stores the compiler writes as vectors (a variable-length copy
-                        // would be a memcpy call per row)
-                        let o: &mut [MaybeUninit<f64>; W] = (&mut out[at..at + W]).try_into().unwrap();
-                        for l in 0..W {
-                            o[l].write(d[l]);
-                        }
-                    } else {
-                        for (o, &v) in out[at..at + (hi - lo)].iter_mut().zip(&d[lo - j0..hi - j0]) {
-                            o.write(v);
-                        }
+                    for (o, l) in out[at..at + (hi - lo)].iter_mut().zip(lo - j0..hi - j0) {
+                        o.write(K::finish(a[r][l], b[r][l], nu, nv[l]));
                     }
                 }
             }
