@@ -46,7 +46,7 @@ def test_silhouette_and_davies_bouldin_match_sklearn(design, square, backend):
     assert stats_core.davies_bouldin(x, labels, backend=backend) == pytest.approx(expected_db, rel=1e-12)
 
 
-@pytest.mark.parametrize(("n", "groups"), [(3, 2), (97, 4), (1201, 9)])
+@pytest.mark.parametrize(("n", "groups"), [(3, 2), (97, 4), pytest.param(1201, 9, marks=pytest.mark.slow)])
 def test_group_row_sums_are_the_same_bits_on_native_and_numba(n, groups):
     # numba runs the native kernel's fixed row ranges and lanes in its order (the silhouette's and PERMDISP's
     # sums), so the two agree bit for bit, not just to rounding; condensed and square, plain and squared.
