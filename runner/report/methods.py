@@ -84,12 +84,14 @@ def method_blocks(page: Page, run_dir: Path) -> list[Markup]:
     above = divergence.filter(pl.col("tv") > 2 * pl.col("tv_floor").fill_null(0.0) + 0.05).height
     blocks = [
         html(
-            "<p>{:,} of {:,} condition × method-pair comparisons reach a different conclusion on the CAT score or "
-            "some dimension's tau (one method significant and the other not, both significant with opposite "
-            "signs, or disjoint intervals); {:,} of {:,} cells differ in their option distributions by more than "
-            "twice the sampling noise floor plus 0.05 total variation.</p>",
+            "<p>{:,} of {:,} condition × method-pair comparisons reach incompatible results on the CAT score or "
+            "some dimension's tau (both significant with opposite signs, or disjoint intervals); in {:,} one method "
+            "is significant where the other is not (often a difference in precision: sampled answers over a few "
+            "seeds are noisier than stated distributions); {:,} of {:,} cells differ in their option "
+            "distributions by more than twice the sampling noise floor plus 0.05 total variation.</p>",
             differ,
             agreement.height,
+            agreement.filter(pl.col("significance_differing").fill_null(0) > 0).height,
             above,
             divergence.height,
         )
@@ -111,7 +113,8 @@ def method_blocks(page: Page, run_dir: Path) -> list[Markup]:
             agreement,
             "Per condition (its factors without the measurement) and method pair: cells compared, mean total "
             "variation, mean noise floor, mean Jensen–Shannon divergence (bits), the CAT each method gives, "
-            "whether the CAT conclusions differ and how many of the seven statistics differ",
+            "whether the CAT conclusions differ, and of the seven statistics (CAT, six taus) how many reach "
+            "incompatible results and how many differ in significance only",
         )
     )
     blocks.append(
