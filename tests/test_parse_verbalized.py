@@ -261,3 +261,36 @@ def test_simulator_verbalized_cells_state_the_planted_truth_and_malformed_ones_g
     for row in answers.filter(pl.col("status") == "ok").iter_rows(named=True):
         truth = model.distribution(row["country"], row["question"], 1.0, 1.0)
         assert row["option_probs"] == pytest.approx(truth, abs=1e-3)  # four decimals stated
+
+
+# ---- the simulator's statements ----------------------------------------------------------------------------
+
+
+def test_stated_distribution_plants_miscalibration_and_seeded_noise():
+    from runner.endpoints.sim.seeding import Draws
+    from runner.endpoints.sim.verbalized import stated_distribution
+
+    truth = (0.1, 0.2, 0.4, 0.2, 0.1)
+    assert stated_distribution(truth, 1.0, 0.0, Draws(1)) == pytest.approx(truth, abs=1e-15)
+    sharp = stated_distribution(truth, 0.5, 0.0, Draws(1))  # p^2, renormalised
+    assert sharp == pytest.approx([p * p / sum(q * q for q in truth) for p in truth], abs=1e-15)
+    noisy = stated_distribution(truth, 1.0, 0.5, Draws(1, "k"))
+    assert noisy == stated_distribution(truth, 1.0, 0.5, Draws(1, "k"))  # the same request states the same
+    assert noisy != pytest.approx(truth, abs=1e-3) and math.fsum(noisy) == pytest.approx(1.0)
+    assert stated_distribution((0.0, 0.5, 0.5, 0.0, 0.0), 0.7, 0.5, Draws(2))[0] == 0.0  # impossible stays so
+
+
+def test_serve_sim_options_reach_the_config_and_bad_values_are_refused():
+    import argparse
+
+    from runner.commands.serve_sim import add_arguments, config_from_args
+    from runner.endpoints.sim.config import SimConfigError
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = ["--verbalized-temperature", "0.5", "--verbalized-noise", "0.2", "--verbalized-malformed-rate", "0.1"]
+    config = config_from_args(parser.parse_args(args))
+    assert (config.verbalized_temperature, config.verbalized_noise, config.verbalized_malformed_rate) == (0.5, 0.2, 0.1)
+    for bad in (["--verbalized-temperature", "0"], ["--verbalized-noise", "nan"], ["--verbalized-malformed-rate", "2"]):
+        with pytest.raises(SimConfigError):
+            config_from_args(parser.parse_args(bad))
