@@ -294,3 +294,12 @@ def test_serve_sim_options_reach_the_config_and_bad_values_are_refused():
     for bad in (["--verbalized-temperature", "0"], ["--verbalized-noise", "nan"], ["--verbalized-malformed-rate", "2"]):
         with pytest.raises(SimConfigError):
             config_from_args(parser.parse_args(bad))
+
+
+def test_the_plans_input_bound_holds_for_the_longer_verbalized_prompt():
+    from runner.sweep.accounting import plan_summary
+
+    spec = make_spec("http://127.0.0.1:1/v1", design={"measurement": ["sample", "verbalized"], "reply_format": "json"})
+    cells = list(iter_cells(spec))
+    sent = sum(sum(len(m["content"].encode()) for m in request_for(c).messages) for c in cells)
+    assert plan_summary(spec)["endpoints"]["sim"]["input_tokens_max"] >= sent  # bytes bound tokens

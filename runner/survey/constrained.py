@@ -62,7 +62,10 @@ def constrained_request_fields(kind: ConstraintKind, verbalized: tuple[str, ...]
             return {"grammar": verbalized_grammar(verbalized)}
         schema = verbalized_schema(verbalized)
         return {
-            "response_format": {"type": "json_schema", "json_schema": {"name": "vsm_probabilities", "schema": schema}}
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "vsm_probabilities", "strict": True, "schema": schema},
+            }
         }
     if kind == "json_schema":
         return {
