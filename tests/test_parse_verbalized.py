@@ -303,3 +303,24 @@ def test_the_plans_input_bound_holds_for_the_longer_verbalized_prompt():
     cells = list(iter_cells(spec))
     sent = sum(sum(len(m["content"].encode()) for m in request_for(c).messages) for c in cells)
     assert plan_summary(spec)["endpoints"]["sim"]["input_tokens_max"] >= sent  # bytes bound tokens
+
+
+@pytest.mark.slow
+def test_malformed_verbalized_cells_are_never_sent_to_an_extractor(tmp_path):
+    from runner.api import extract_answers
+
+    run = tmp_path / "run"
+    with SimServerThread(SimConfig(seed=3, ambiguous_rate=0.5, verbalized_malformed_rate=0.5)) as sim:
+        spec = make_spec(
+            sim.base_url, design={"questions": [1, 2, 3, 4], "seeds": [1, 2], "measurement": ["sample", "verbalized"]}
+        )
+        assert run_sweep(spec, run, stream=io.StringIO()).failed == 0
+        answers = load_answers(run).collect()
+        unusable = answers.filter((pl.col("measurement") == "verbalized") & (pl.col("status") == "invalid_format"))
+        ambiguous = answers.filter((pl.col("measurement") == "sample") & (pl.col("status") == "ambiguous"))
+        assert unusable.height > 0 and ambiguous.height > 0
+        result = extract_answers(run, spec.endpoints[0], statuses=("ambiguous", "invalid_format"), constraint="grammar")
+    sample_unusable = answers.filter(
+        (pl.col("measurement") == "sample") & pl.col("status").is_in(["ambiguous", "invalid_format"])
+    )
+    assert result.eligible == sample_unusable.height  # a stated distribution has no one option to restate
