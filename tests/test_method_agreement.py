@@ -330,3 +330,32 @@ def test_method_names_from_a_stored_run_are_figure_text_not_mathtext():
         plot.fig.canvas.draw()
     finally:
         plt.close(plot.fig)
+
+
+@pytest.mark.slow
+def test_the_figures_labels_do_not_overlap_as_chromium_lays_out_their_svg(tmp_path):
+    """The same check tests/test_report_scale.py makes of every report figure: text extents measured in the
+    browser from the SVG (text stays text), at 1, ~100 and ~1,000 conditions, beside a control that overlaps."""
+    import matplotlib.pyplot as plt
+
+    from runner.report.figures import RC
+    from test_report_scale import _label_boxes, _overlaps
+
+    svgs = {}
+    for conditions in (1, 100, 1000):
+        plot = method_figure(*_tables(conditions))
+        svgs[f"methods-{conditions}"] = tmp_path / f"methods-{conditions}.svg"
+        with plt.rc_context(RC):
+            plot.fig.savefig(svgs[f"methods-{conditions}"], format="svg", bbox_inches="tight")
+        plt.close(plot.fig)
+    with plt.rc_context({"svg.fonttype": "none"}):
+        fig, ax = plt.subplots()
+        ax.text(0.5, 0.5, "total variation between methods")
+        ax.text(0.52, 0.5, "labels on top of each other")
+        svgs["control"] = tmp_path / "control.svg"
+        fig.savefig(svgs["control"])
+        plt.close(fig)
+    boxes = _label_boxes(svgs, tmp_path)
+    assert _overlaps(boxes["control"]), "the control's overlapping labels were not found"
+    for name in svgs.keys() - {"control"}:
+        assert len(boxes[name]) > 10 and not _overlaps(boxes[name]), (name, _overlaps(boxes[name])[:5])
