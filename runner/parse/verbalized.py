@@ -154,7 +154,8 @@ def with_verbalized(answers: pa.Table, responses: pa.Table) -> pa.Table:
         order = tuple(order or CANONICAL_ORDER)
         marks = position_marks(labels or "digits") or DIGIT_LABELS
         found[key] = (read_verbalized(text or "", order, marks, finish), order)
-    columns = {name: answers.column(name).to_pylist() for name in ("cell_key", "status", "option_id", "displayed")}
+    changed = ("cell_key", "status", "option_id", "displayed", "hedged")
+    columns = {name: answers.column(name).to_pylist() for name in changed}
     probs_col = answers.column("option_probs").to_pylist()
     sums = answers.column("stated_sum").to_pylist() if "stated_sum" in answers.column_names else [None] * len(probs_col)
     for i, key in enumerate(columns["cell_key"]):
@@ -168,6 +169,7 @@ def with_verbalized(answers: pa.Table, responses: pa.Table) -> pa.Table:
             option = 1 + max(range(len(probs)), key=lambda k: (probs[k], -k))
         columns["option_id"][i] = option
         columns["displayed"][i] = None if option is None else 1 + order.index(option)
+        columns["hedged"][i] = False  # the text parser's hedge reading does not apply to a stated object
     replaced = {**columns, "option_probs": probs_col, "stated_sum": sums}
     schema = answers.schema
     arrays = [pa.array(replaced[f.name], type=f.type) if f.name in replaced else answers.column(f.name) for f in schema]
