@@ -56,6 +56,7 @@ __all__ = [
     "extract_answers",
     "extract_answers_async",
     "load_spec",
+    "method_agreement",
     "parse_spec",
     "plan_sweep",
     "read_table",

@@ -70,6 +70,7 @@ __all__ = [
     "extract_answers",
     "extract_answers_async",
     "load_spec",
+    "method_agreement",
     "parse_spec",
     "plan_sweep",
     "read_table",
@@ -230,6 +231,49 @@ extract_answers = _session.blocking(extract_answers_async)
 
 def _extractor(run_dir: str | Path, endpoint: EndpointConfig | str) -> EndpointConfig:
     return _extract.spec_endpoint(run_dir, endpoint) if isinstance(endpoint, str) else endpoint
+
+
+def method_agreement(
+    run_dir: str | Path, options: AnalysisOptions | None = None, **choices: Any
+) -> dict[str, pl.DataFrame]:
+    """Agreement between the measurement methods a run crossed (sample, distribution, verbalized): the tables
+    ``method_divergence`` (per cell: TV, Jensen–Shannon in bits, the sampling noise floor of TV),
+    ``method_conclusions`` (per condition and statistic: each method's tau / CAT and whether the conclusions
+    differ) and ``method_agreement`` (per condition and method pair), as ``analyze_run`` writes them
+    (docs/analysis.md, Agreement between methods). ``run_dir`` and ``options`` as for ``compare_conditions``."""
+    from runner.analyze.agreement import agreement_tables
+    from runner.analyze.methods import method_tables
+    from runner.analyze.run import analysis_design
+    from runner.analyze.units import unit_array
+    from runner.survey.reference import load_reference
+
+    if options is not None and choices:
+        raise TypeError("method_agreement: give either options or keyword choices, not both")
+    options = options or AnalysisOptions(**choices)
+    answers = load_answers(run_dir)
+    design = analysis_design(answers, options)
+    units = unit_array(answers, design, options.policy)
+    tables = agreement_tables(
+        units,
+        load_reference(options.reference or _run_reference(run_dir)),
+        undefined_tau=options.undefined_tau,
+        constants=options.constants,
+        n_resamples=options.n_resamples,
+        confidence_level=options.confidence_level,
+        seed=options.seed,
+        permutations=options.permutations,
+    )
+    return method_tables(answers, design.factors, tables["kendall"], tables["cat"], level=options.confidence_level)
+
+
+def _run_reference(run_dir: str | Path) -> str:
+    """The reference a run was planned against (its manifest's), else Hofstede 2015."""
+    from runner.rundir.reader import read_manifest
+
+    try:
+        return read_manifest(run_dir).get("reference") or "hofstede-2015"
+    except RunDirError:
+        return "hofstede-2015"
 
 
 def read_table(run_dir: str | Path) -> pl.DataFrame:

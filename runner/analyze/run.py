@@ -3,7 +3,7 @@
 Writes under ``RUN_DIR/analysis/``: ``questions``, ``indices``, ``kendall``, ``cat``, ``misranked``,
 ``error_percentage``, ``status_rates``, ``respondents``, ``centroid_correlations``, ``disparity``, ``set_separation``,
 ``factor_tests``, ``identity_correlations``, ``warnings``, ``reliability``, ``kendall_differences``,
-``cat_differences``
+``cat_differences``, ``method_divergence``, ``method_conclusions``, ``method_agreement``
 (``.parquet`` each) and ``summary.json`` (provenance, design, policies,
 seeds, headline numbers).
 """
@@ -27,6 +27,7 @@ from runner.analyze.coverage import completeness, completeness_caveat, data_cave
 from runner.analyze.design import Design, infer_design, varying
 from runner.analyze.load import load_answers, system_errors
 from runner.analyze.measurement import measurement_table
+from runner.analyze.methods import method_summary, method_tables
 from runner.analyze.multiplicity import adjust_families
 from runner.analyze.reliability import reliability_table
 from runner.analyze.sets import (
@@ -161,6 +162,10 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
         units, permutations=options.permutations, blocks=options.permutation_blocks, **cap
     )
     tables["reliability"] = reliability_table(units)
+    # where the sweep crosses measurements: divergence per cell, tau / CAT per method (runner/analyze/methods.py)
+    tables.update(
+        method_tables(answers, design.factors, tables["kendall"], tables["cat"], level=options.confidence_level)
+    )
     families = adjust_families(tables)  # last: every family's table exists by now
     summary = {
         "reference": reference.to_dict(),
@@ -219,6 +224,7 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
         # what thin data could not support, said once (the warnings table holds the per-condition details)
         "caveats": data_caveats(units, _status_counts(tables["status_rates"])),
         "temperature_zero": temperature_zero_disagreement(answers, design.factors),
+        "methods": method_summary(tables["method_agreement"], options.confidence_level),
         "cat": _clean(tables["cat"].drop("countries", strict=False).to_dicts()),
         "error_percentage": _clean(tables["error_percentage"].to_dicts()),
     }

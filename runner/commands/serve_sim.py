@@ -64,6 +64,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="share of replies naming a second option beside the answer ('2 or 3': parsed as ambiguous)",
     )
+    parser.add_argument(
+        "--verbalized-temperature",
+        type=float,
+        default=1.0,
+        help="verbalized replies state p^(1/T), renormalised: < 1 overconfident, > 1 hedging (default 1)",
+    )
+    parser.add_argument(
+        "--verbalized-noise", type=float, default=0.0, help="sd of per-request noise on stated log-probabilities"
+    )
+    parser.add_argument(
+        "--verbalized-malformed-rate", type=float, default=0.0, help="share of verbalized replies malformed"
+    )
     parser.add_argument("--log", type=Path, default=None, help="append every request to this JSON Lines file")
 
 
@@ -89,6 +101,9 @@ def config_from_args(args: argparse.Namespace) -> object:
         chatty_rate=args.chatty_rate,
         ambiguous_rate=args.ambiguous_rate,
         log_path=args.log,
+        verbalized_temperature=args.verbalized_temperature,
+        verbalized_noise=args.verbalized_noise,
+        verbalized_malformed_rate=args.verbalized_malformed_rate,
     )
 
 

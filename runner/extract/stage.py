@@ -124,10 +124,12 @@ def _candidates(layout: RunDir, statuses: Sequence[str], skip: set[tuple[str, in
         chosen = answers.filter(pc.fill_null(pc.is_in(answers.column("status"), wanted), False))
         if not chosen.num_rows:
             continue
-        labelled = "option_labels" in part_columns(pair.responses)
-        responses = read_part(pair.responses, [*CELL_COLUMNS, *(["option_labels"] if labelled else [])], "cell_key")
+        have = part_columns(pair.responses)
+        extra = [c for c in ("option_labels", "measurement") if c in have]
+        responses = read_part(pair.responses, [*CELL_COLUMNS, *extra], "cell_key")
         responses = responses.filter(pc.is_in(responses.column("cell_key"), chosen.column("cell_key").unique()))
-        rows = {r["cell_key"]: r for r in responses.to_pylist()}
+        # a verbalized cell's answer is a stated distribution: no single option for an extractor to restate
+        rows = {r["cell_key"]: r for r in responses.to_pylist() if r.get("measurement") != "verbalized"}
         for key, question, status, version in zip(*chosen.to_pydict().values(), strict=True):
             if (key, question) in skip or key not in rows:
                 continue

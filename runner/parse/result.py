@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 # Bump on any change that can change a parse: stored runs record it and can be re-parsed with a newer one.
-PARSER_VERSION = "1.6.0"
+PARSER_VERSION = "1.7.0"  # 1.7.0: the verbalized measurement (runner/parse/verbalized.py)
 
 Status = Literal["ok", "refusal", "no_answer", "ambiguous", "out_of_range", "invalid_format"]
 STATUSES: tuple[str, ...] = ("ok", "refusal", "no_answer", "ambiguous", "out_of_range", "invalid_format")

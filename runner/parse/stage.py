@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from runner.parse.answers import CELL_COLUMNS, CURRENT, PARSE_COLUMNS, Parser, answers_table
 from runner.parse.distribution import DISTRIBUTION_COLUMNS, with_distributions
+from runner.parse.verbalized import with_verbalized
 from runner.rundir.reader import answers_parser_version, part_columns, part_pairs, read_part
 from runner.rundir.writer import RunWriter, now_iso
 
@@ -30,7 +31,8 @@ def parse_part(writer: RunWriter, n: str, responses: pa.Table | None = None, par
         have = part_columns(path)  # parts stored before the distribution measurement lack its columns
         extra = [c for c in (*PARSE_COLUMNS[len(CELL_COLUMNS) :], *DISTRIBUTION_COLUMNS) if c in have]
         responses = read_part(path, [*CELL_COLUMNS, *extra], "cell_key")
-    writer.commit("answers", n, with_distributions(answers_table(responses, parser), responses))
+    answers = with_distributions(answers_table(responses, parser), responses)
+    writer.commit("answers", n, with_verbalized(answers, responses))
 
 
 def update_answers(writer: RunWriter, parser: Parser = CURRENT) -> int:

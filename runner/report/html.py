@@ -17,6 +17,7 @@ from runner.escape import Markup, file_name, html
 from runner.report import figures, maps
 from runner.report.design import ReportDesign, report_design
 from runner.report.measurement import measurement_blocks
+from runner.report.methods import method_blocks
 from runner.report.page import Page, analysis_table, fmt_value
 from runner.report.summary import alignment, asked, caveats, facts, headline, quality
 from runner.rundir import RunWriter, read_output_json
@@ -359,6 +360,7 @@ def _page(out: RunWriter, summary: dict, facets: list[str] | None) -> Path:
         page.table("status_rates", t["status_rates"], "Parse statuses"),
     )
     page.section("Measurement and bias controls", *measurement_blocks(page, root, manifest))
+    page.section("Agreement between measurement methods", *method_blocks(page, root))
     page.section(
         "Reliability",
         page.table(

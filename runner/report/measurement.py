@@ -36,9 +36,9 @@ def measurement_blocks(page: Page, run_dir: Path, manifest: dict[str, Any]) -> l
                 "measurement",
                 measured,
                 "Answers per measurement: sampled, or option probabilities from first-token log-probabilities "
-                "(with_probs); mean option mass before renormalising; share below the low-mass threshold; share "
-                "partial (an option's token not among the alternatives: bounded, never 0, and scored by the "
-                "policy's partial rule, by default the reply's own option)",
+                "or stated by the model (verbalized) (with_probs); mean option mass before renormalising; share "
+                "below the low-mass threshold; share partial (an option's token not among the alternatives: "
+                "bounded, never 0, and scored by the policy's partial rule, by default the reply's own option)",
             )
         )
         blocks.extend(_partial_note(run_dir, measured))

@@ -121,6 +121,8 @@ class AnswerRow:
     option_probs: tuple[float | None, ...] | None = _optional(pa.list_(pa.float64()))
     option_mass: float | None = _optional(pa.float64())
     option_bound: float | None = _optional(pa.float64())
+    # verbalized measurement: the stated probabilities' sum before renormalising (runner/parse/verbalized.py)
+    stated_sum: float | None = _optional(pa.float64())
 
 
 @dataclass(slots=True, kw_only=True)

@@ -34,8 +34,39 @@ ANSWER_SCHEMA: dict[str, Any] = {
 DIGIT_GRAMMAR = "root ::= [1-5]\n"
 
 
-def constrained_request_fields(kind: ConstraintKind) -> dict[str, Any]:
-    """Request-body fields (fresh dicts) that constrain a chat reply; ``kind`` is json_schema or grammar."""
+def verbalized_schema(labels: tuple[str, ...]) -> dict[str, Any]:
+    """The verbalized measurement's JSON schema: an object with each option label a required number in [0, 1]."""
+    number = {"type": "number", "minimum": 0, "maximum": 1}
+    return {
+        "type": "object",
+        "properties": {label: dict(number) for label in labels},
+        "required": list(labels),
+        "additionalProperties": False,
+    }
+
+
+def verbalized_grammar(labels: tuple[str, ...]) -> str:
+    """GBNF admitting exactly ``{"<label 1>": p, …, "<label 5>": p}``, each p a decimal in [0, 1] (at most four
+    decimal places), keys in the shown order: what llama.cpp can enforce where it has no JSON-schema support."""
+    pairs = ' ", " '.join(f'"\\"{label}\\": " prob' for label in labels)
+    return f'root ::= "{{" {pairs} "}}"\nprob ::= "0" ("." [0-9] [0-9]? [0-9]? [0-9]?)? | "1" (".0")?\n'
+
+
+def constrained_request_fields(kind: ConstraintKind, verbalized: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Request-body fields (fresh dicts) that constrain a chat reply; ``kind`` is json_schema or grammar.
+
+    ``verbalized``: the option labels of a verbalized cell, whose reply is the probability object instead
+    (``verbalized_schema`` / ``verbalized_grammar``; vLLM's ``choice`` cannot express it)."""
+    if verbalized and kind in ("json_schema", "grammar"):
+        if kind == "grammar":
+            return {"grammar": verbalized_grammar(verbalized)}
+        schema = verbalized_schema(verbalized)
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "vsm_probabilities", "strict": True, "schema": schema},
+            }
+        }
     if kind == "json_schema":
         return {
             "response_format": {

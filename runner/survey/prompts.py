@@ -66,6 +66,12 @@ def load_templates(language: str) -> dict[str, Any]:
     for key in ("genders", "countries"):
         if not isinstance(need(raw, key, ""), dict):
             raise PromptError(f"{path}: {key}: expected an object")
+    if "verbalized" in raw:  # the verbalized measurement's instruction (optional: a language without it refuses it)
+        for key in ("item", "value"):
+            if not isinstance(need(raw["verbalized"], key, "verbalized."), str):
+                raise PromptError(f"{path}: verbalized.{key}: expected a string")
+        if "{example}" not in raw["verbalized"]["item"]:
+            raise PromptError(f"{path}: verbalized.item: must hold the placeholder {{example}}")
     return raw
 
 
@@ -80,10 +86,42 @@ def shuffled_order(seed: int) -> tuple[int, ...]:
     return tuple(order)
 
 
-def build_messages(cell: PromptCell) -> list[dict[str, str]]:
-    """The chat messages (system if any, then user) for ``cell``, as fresh dicts of role and content."""
-    messages, _ = _render(cell)
+def build_messages(cell: PromptCell, measurement: str = "sample") -> list[dict[str, str]]:
+    """The chat messages (system if any, then user) for ``cell``, as fresh dicts of role and content; with
+    ``measurement`` "verbalized" the system message asks for each option's probability (``verbalized_example``)."""
+    messages = _render(cell)[0] if measurement != "verbalized" else _verbalized(cell)
     return [{"role": role, "content": content} for role, content in messages]
+
+
+def verbalized_example(labels: tuple[str, ...], value: str) -> str:
+    """The JSON object the verbalized instruction shows: each label a key, ``value`` (a placeholder) each value."""
+    return "{" + ", ".join(f"{json.dumps(label)}: {value}" for label in labels) + "}"
+
+
+@cache
+def verbalized_templates_hash() -> str:
+    """16 hex digits of SHA-256 over every language's verbalized templates: part of a verbalized cell's key, so
+    that rewording the instruction makes new cells (the prompt cell's own template hash does not cover it)."""
+    from runner.survey.instrument import languages
+
+    used = {lang: load_templates(lang).get("verbalized") for lang in sorted(languages())}
+    return hashlib.sha256(json.dumps(used, ensure_ascii=False, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@lru_cache(maxsize=8192)
+def _verbalized(cell: PromptCell) -> tuple[tuple[str, str], ...]:
+    """``cell``'s messages with the verbalized instruction as the system message (item mode, shown labels)."""
+    messages, _ = _render(cell)
+    templates = load_templates(cell.language)
+    marks = position_marks(cell.labels)
+    where = prompts_dir() / (cell.language + ".json")
+    if "verbalized" not in templates:
+        raise PromptError(f"{where}: verbalized: missing (the language has no verbalized measurement)")
+    if cell.mode != "item" or marks is None:
+        raise PromptError(f"cell: the verbalized measurement needs item mode and shown labels, got {cell.mode!r}")
+    body = templates["verbalized"]
+    system = body["item"].replace("{example}", verbalized_example(marks, body["value"]))
+    return (("system", system), *((r, c) for r, c in messages if r != "system"))
 
 
 def template_hash(cell: PromptCell) -> str:
@@ -92,9 +130,9 @@ def template_hash(cell: PromptCell) -> str:
     return hashlib.sha256(json.dumps(used, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
-def validate_cell(cell: PromptCell) -> None:
-    """Raise ``PromptError`` naming the field when ``cell`` cannot be rendered."""
-    _render(cell)
+def validate_cell(cell: PromptCell, measurement: str = "sample") -> None:
+    """Raise ``PromptError`` naming the field when ``cell`` cannot be rendered (for ``measurement``)."""
+    _render(cell) if measurement != "verbalized" else _verbalized(cell)
 
 
 @lru_cache(maxsize=8192)

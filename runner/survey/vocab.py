@@ -31,8 +31,9 @@ FramingKind = Literal["none", "persona", "identity"]  # the model itself, someon
 ProviderName = Literal["anthropic", "gemini", "openai"]  # openai: any OpenAI-compatible server
 # constrained decoding; "none": free decoding; "choice": vLLM's guided_choice among the option numbers
 Constraint = Literal["none", "grammar", "json_schema", "choice"]
-# What one cell measures: one sampled answer, or the answer distribution from next-token log-probabilities
-Measurement = Literal["sample", "distribution"]
+# What one cell measures: one sampled answer, the answer distribution from next-token log-probabilities, or the
+# probabilities the model states for each option (a JSON object: runner/parse/verbalized.py)
+Measurement = Literal["sample", "distribution", "verbalized"]
 # How options are labelled in the prompt: "1 = …" (digits), "A = …" (letters), or by their words alone ("- …")
 OptionLabels = Literal["digits", "letters", "words"]
 UndefinedTau = Literal["nan", "-1"]  # Kendall tau of a constant ranking: undefined (NaN) or scored -1 (CAT)

@@ -78,7 +78,12 @@ def estimate(spec: Spec, endpoint: EndpointConfig) -> PlanEstimate:
     for mode, language, fmt in itertools.product(d.modes, d.languages, d.reply_formats):
         sets = question_sets(spec, endpoint, mode)
         total += _prompt_tokens(language, mode, fmt, fs, sets, _ESTIMATE)
-        bound += sum(_prompt_tokens(language, mode, fmt, fs, sets, _BOUND, labels) for labels in d.option_labels)
+        # verbalized cells carry a longer instruction: the bound takes each prompt at its longer rendering
+        renderings = {"verbalized" if m == "verbalized" else "sample" for m in d.measurements}
+        bound += sum(
+            max(_prompt_tokens(language, mode, fmt, fs, sets, _BOUND, labels, m) for m in renderings)
+            for labels in d.option_labels
+        )
     return PlanEstimate(
         cells=prompts * samplings,
         input_tokens=total * len(d.option_orders) * len(d.option_labels) * samplings,  # labels: about equal length
@@ -109,6 +114,7 @@ def _prompt_tokens(
     sets: tuple[tuple[int, ...], ...],
     measure: _Measure,
     labels: str = "digits",
+    measurement: str = "sample",
 ) -> int:
     """Σ over framings × question sets of the prompts' sizes in tokens under ``measure`` (see ``estimate``)."""
     from runner.survey.prompts import build_messages
@@ -117,12 +123,12 @@ def _prompt_tokens(
         return PromptCell(language, mode, questions, framing, CANONICAL_ORDER, fmt, labels)
 
     def prompt_tokens(prompt: PromptCell) -> int:
-        messages = build_messages(prompt)
+        messages = build_messages(prompt, measurement)
         size = sum(measure.size(m["content"]) for m in messages)
         return size // measure.per_token + measure.per_message * len(messages) + measure.per_request
 
     def chars(framing: Framing, questions: tuple[int, ...]) -> tuple[int, int]:
-        messages = build_messages(cell(framing, questions))
+        messages = build_messages(cell(framing, questions), measurement)
         return sum(measure.size(m["content"]) for m in messages), len(messages)
 
     base, n_messages = chars(fs[0], sets[0])

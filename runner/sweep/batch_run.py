@@ -287,7 +287,7 @@ class BatchRunner:
         """Buffer one result as a row, or queue its cell for another batch while retries remain."""
         from runner.sweep.request import rendered
 
-        _, messages_json, prompt_hash, _ = rendered(cell.prompt)
+        _, messages_json, prompt_hash, _ = rendered(cell.prompt, cell.sampling.measurement)
         started = int(entry.created_unix * 1e6)
         error: RequestError | None = None
         reply = None

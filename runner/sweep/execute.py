@@ -261,7 +261,7 @@ class Executor:
     async def _do_cell(self, endpoint: Endpoint, cell: PlannedCell) -> None:
         """Send one cell under the retry policy and store its outcome (or hold it in a fatal streak, or leave it
         unstored when a stop cut its retries short)."""
-        prompt = rendered(cell.prompt)
+        prompt = rendered(cell.prompt, cell.sampling.measurement)
         s = cell.sampling
         call = endpoint.provider.call(endpoint.config.base_url, endpoint.api_key, request_for(cell, prompt))
         started = now_us()

@@ -67,8 +67,9 @@ def cell_key(endpoint: EndpointConfig, prompt: PromptCell, sampling: Sampling, t
     The SHA-256 of the compact JSON list [endpoint name, provider, model, language, mode, questions, framing
     kind, country, age, gender, option order, reply format, template hash, seed, temperature, top_p,
     max_tokens], followed by the constraint only when it is not "none" (so specs without constraints keep the
-    keys they had before constraints existed), then, for the distribution measurement only, "distribution",
-    top_logprobs and the draw index of a K-sample fallback; first ``KEY_HEX_DIGITS`` hex digits.
+    keys they had before constraints existed), then, for the other measurements only, the measurement's name
+    ("distribution", "verbalized"), top_logprobs (0 for verbalized) and the draw index of a K-sample fallback;
+    first ``KEY_HEX_DIGITS`` hex digits.
     """
     return _key_with(_key_prefix(endpoint, prompt, template_hash), _sampling_json(sampling))
 
@@ -103,6 +104,8 @@ def _sampling_json(sampling: Sampling) -> bytes:
         tail.append(sampling.constraint)
     if sampling.measurement != "sample":  # a factor at its default stays out of the key: old keys hold
         tail.extend([sampling.measurement, sampling.top_logprobs])
+        if sampling.measurement == "verbalized":  # its instruction is not in the prompt cell's template hash
+            tail.append(_verbalized_hash())
         if sampling.draw is not None:
             tail.append(sampling.draw)
     return ("," + json.dumps(tail, separators=(",", ":"))[1:]).encode()
@@ -210,7 +213,7 @@ def sampling_count(d: DesignConfig, provider: str) -> int:
     from runner.sweep.providers.logprobs import supports_logprobs
 
     grid = len(d.seeds) * len(d.temperature) * len(d.top_p) * len(d.max_tokens) * len(d.constraints)
-    per = sum(1 if m == "sample" or supports_logprobs(provider) else d.samples_per_cell for m in d.measurements)
+    per = sum(1 if m != "distribution" or supports_logprobs(provider) else d.samples_per_cell for m in d.measurements)
     return grid * per
 
 
@@ -248,9 +251,10 @@ def validate_plan(spec: Spec) -> None:
             d.modes, d.languages, framings(spec, endpoint), d.reply_formats
         ):
             try:
-                validate_cell(
-                    PromptCell(language, mode, question_sets(spec, endpoint, mode)[0], framing, reply_format=fmt)
-                )
+                cell = PromptCell(language, mode, question_sets(spec, endpoint, mode)[0], framing, reply_format=fmt)
+                validate_cell(cell)
+                if "verbalized" in d.measurements:
+                    validate_cell(cell, "verbalized")
             except ValueError as exc:
                 raise SpecError(
                     f"{spec.source}: {where} (language {language!r}, reply_format {fmt!r}): {exc}"
@@ -376,7 +380,7 @@ class SamplingGrid(Sequence[tuple[Sampling, bytes]]):
         self._base = (d.seeds, d.temperature, d.top_p, d.max_tokens, d.constraints)
         variants: list[tuple[str, int | None]] = []  # per base: (measurement, draw) in order
         for m in d.measurements:
-            if m == "sample" or supports_logprobs(provider):
+            if m != "distribution" or supports_logprobs(provider):  # sample, verbalized: one request each
                 variants.append((m, None))
             else:
                 variants.extend((m, i) for i in range(d.samples_per_cell))
@@ -395,6 +399,8 @@ class SamplingGrid(Sequence[tuple[Sampling, bytes]]):
         values = _unrank(self._base, base)
         if measurement == "sample":
             sampling = Sampling(*values)
+        elif measurement == "verbalized":  # the stated probabilities are the reply's text: no log-probabilities
+            sampling = Sampling(*values, measurement=measurement)
         elif draw is None:
             sampling = Sampling(*values, measurement=measurement, top_logprobs=self._top_logprobs)
         else:
@@ -492,6 +498,12 @@ def _round_robin(sizes: dict[str, int], limit: int) -> dict[str, int]:
 
 
 @lru_cache(maxsize=4096)
+def _verbalized_hash() -> str:
+    from runner.survey.prompts import verbalized_templates_hash
+
+    return verbalized_templates_hash()
+
+
 def _shuffled(seed: int) -> tuple[int, ...]:
     from runner.survey.prompts import shuffled_order
 

@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from runner.errors import SpecError
-from runner.survey.cell import PromptCell
+from runner.survey.cell import PromptCell, position_marks
 from runner.sweep.accounting import input_estimate
 from runner.sweep.plan import PlannedCell
 from runner.sweep.providers import ChatRequest, conventional_key_env, get_provider
@@ -34,11 +34,11 @@ class Rendered(NamedTuple):
 
 
 @lru_cache(maxsize=8192)
-def rendered(prompt: PromptCell) -> Rendered:
-    """``prompt`` rendered (cached: a sweep asks each prompt under many samplings)."""
+def rendered(prompt: PromptCell, measurement: str = "sample") -> Rendered:
+    """``prompt`` rendered for ``measurement`` (cached: a sweep asks each prompt under many samplings)."""
     from runner.survey.prompts import build_messages
 
-    messages = build_messages(prompt)
+    messages = build_messages(prompt, measurement)
     text = json.dumps(messages, ensure_ascii=False, separators=(",", ":"))
     return Rendered(messages, text, hashlib.sha256(text.encode()).hexdigest()[:16], input_estimate(messages))
 
@@ -51,8 +51,9 @@ def prompt_estimate(prompt: PromptCell) -> int:
 def request_for(cell: PlannedCell, prompt: Rendered | None = None) -> ChatRequest:
     """The request a cell sends (its endpoint's model, prompt messages and their JSON, sampling), before the
     provider maps it to HTTP; ``prompt`` when the caller has rendered it already."""
-    prompt = prompt or rendered(cell.prompt)
     s = cell.sampling
+    prompt = prompt or rendered(cell.prompt, s.measurement)
+    verbalized = (position_marks(cell.prompt.labels) or ()) if s.measurement == "verbalized" else ()
     return ChatRequest(
         cell.endpoint.model,
         prompt.messages,
@@ -63,6 +64,7 @@ def request_for(cell: PlannedCell, prompt: Rendered | None = None) -> ChatReques
         prompt.messages_json,
         s.constraint,
         top_logprobs=s.top_logprobs,
+        verbalized=verbalized,
     )
 
 

@@ -28,6 +28,10 @@ CONSTRAINT_FORMATS = {"grammar": ("number", "fewshot"), "json_schema": ("json",)
 CONSTRAINT_PROVIDERS = ("openai",)  # OpenAI-compatible servers take grammar/response_format; others cannot
 # The distribution measurement reads the first reply token, so the reply must start with the option's label.
 DISTRIBUTION_FORMATS = ("number", "fewshot")
+# The verbalized measurement's instruction replaces the reply format's, so it takes the formats that ask for one
+# answer in so many words (never free text or a few-shot example of a bare number).
+VERBALIZED_FORMATS = ("number", "json")
+VERBALIZED_MIN_TOKENS = 40  # {"1": 0.05, "2": 0.25, "3": 0.4, "4": 0.2, "5": 0.1} is ~35 tokens
 OPTION_ORDERS = ("given", "reversed", "shuffled")  # ``design.option_order``: a bias control (docs/measurement.md)
 # What the store's columns hold (runner/rundir/schema.py): seeds are int64, max_tokens and attempts int32. An
 # integer past them would be sent, then fail the part's write and lose the batch, so the spec refuses it.
@@ -302,7 +306,10 @@ def _check_labels(v: _Validator, d: DesignConfig) -> None:
 
 
 def _check_measurements(v: _Validator, d: DesignConfig) -> None:
-    """The distribution measurement reads one item's first reply token: item mode, a reply that starts with it."""
+    """The distribution measurement reads one item's first reply token: item mode, a reply that starts with it;
+    the verbalized one asks for one item's options' probabilities keyed by their shown labels."""
+    if "verbalized" in d.measurements:
+        _check_verbalized(v, d)
     if "distribution" not in d.measurements:
         return
     for mode in d.modes:
@@ -315,6 +322,33 @@ def _check_measurements(v: _Validator, d: DesignConfig) -> None:
                 "distribution",
                 f'"sample" with reply_format {fmt!r} (the distribution is read from the first reply token: '
                 f"reply_format {' or '.join(repr(f) for f in DISTRIBUTION_FORMATS)})",
+            )
+
+
+def _check_verbalized(v: _Validator, d: DesignConfig) -> None:
+    """Verbalized: item mode, labels to key the probabilities by, a constraint that admits a JSON object, room
+    for the object in max_tokens, and a reply format whose instruction it replaces (docs/measurement.md)."""
+    for mode in d.modes:
+        if mode != "item":
+            v.fail("design.measurement", "verbalized", f'"sample" in {mode} mode (the probabilities are one item\'s)')
+    if "words" in d.option_labels:
+        v.fail("design.option_labels", "words", '"digits" or "letters" with measurement "verbalized" (no key)')
+    if "choice" in d.constraints:
+        v.fail("design.constraint", "choice", '"none", "grammar" or "json_schema" with measurement "verbalized"')
+    for fmt in d.reply_formats:
+        if fmt not in VERBALIZED_FORMATS:
+            v.fail(
+                "design.measurement",
+                "verbalized",
+                f'"sample" with reply_format {fmt!r} (the verbalized instruction replaces the reply format\'s: '
+                f"reply_format {' or '.join(repr(f) for f in VERBALIZED_FORMATS)})",
+            )
+    for cap in d.max_tokens:
+        if cap < VERBALIZED_MIN_TOKENS:
+            v.fail(
+                "design.max_tokens",
+                cap,
+                f'at least {VERBALIZED_MIN_TOKENS} with measurement "verbalized" (five probabilities in JSON)',
             )
 
 

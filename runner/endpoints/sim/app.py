@@ -30,6 +30,7 @@ from runner.endpoints.sim.log import LogEntry, RequestLog, max_in_window
 from runner.endpoints.sim.logprobs import logprobs_json
 from runner.endpoints.sim.respondent import AnswerModel
 from runner.endpoints.sim.seeding import Draws, key_of
+from runner.endpoints.sim.verbalized import verbalized_reply
 from runner.survey.cell import PromptCell
 
 JSON = "application/json; charset=utf-8"
@@ -150,6 +151,8 @@ class SimApp:
         cell = self.reader.read(chat.messages)
         if cell is None:
             return None, (), self._completion(chat, key, seq, replies.UNKNOWN_PROMPT, "unknown_prompt", fault, None)
+        if cell.reply_format == "verbalized":  # each option's probability, as a JSON object
+            return cell, *self._verbalized(chat, key, seq, fault, cell)
         if chat.json_mode and cell.reply_format != "json":  # a model in JSON mode answers in JSON
             cell = dataclasses.replace(cell, reply_format="json")
         if chat.grammar:  # a grammar-constrained model can emit only what the grammar admits: the bare number
@@ -175,6 +178,27 @@ class SimApp:
             words = self.reader.labels(cell.language, cell.questions[0]) if cell.labels == "words" else None
             text, outcome, logged = replies.plain_reply(cell, answers, words), "ok", answers
         return cell, logged, self._completion(chat, key, seq, text, outcome, fault, cell)
+
+    def _verbalized(
+        self, chat: ChatRequest, key: str, seq: int, fault: Fault, cell: PromptCell
+    ) -> tuple[tuple[int | None, ...], _Reply]:
+        """A verbalized reply: the respondent's stated distribution (runner/endpoints/sim/verbalized.py)."""
+        if fault.refusal and not chat.grammar:  # a grammar admits only the object
+            text = replies.refusal_reply(cell.language)
+            return (None,), self._completion(chat, key, seq, text, "refusal", fault, cell)
+        c = self.config
+        rng = Draws(c.seed, "verbalized", key) if chat.seed is not None else Draws(c.seed, "verbalized-unseeded", seq)
+        malformed = 0.0 if chat.grammar or chat.json_mode else c.verbalized_malformed_rate  # constrained: well-formed
+        text, outcome, likeliest = verbalized_reply(
+            self.model,
+            cell,
+            self.country_of(cell),
+            temperature=c.verbalized_temperature,
+            noise=c.verbalized_noise,
+            malformed_rate=malformed,
+            rng=rng,
+        )
+        return (likeliest,), self._completion(chat, key, seq, text, outcome, fault, cell)
 
     def country_of(self, cell: PromptCell) -> str | None:
         """The respondent's country: the persona's, else the prompt language's default (None: neutral)."""

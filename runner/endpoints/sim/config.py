@@ -124,6 +124,11 @@ class SimConfig:
     # Request log: the last log_limit entries stay in memory; log_path also appends every entry as JSONL.
     log_limit: int = 100_000
     log_path: Path | None = None
+    # Verbalized replies (runner/endpoints/sim/verbalized.py): the stated probabilities ∝ p^(1/τ), log-noise σ per
+    # request, and the share of them malformed — planted disagreement between the measurements.
+    verbalized_temperature: float = 1.0
+    verbalized_noise: float = 0.0
+    verbalized_malformed_rate: float = 0.0
 
     def __post_init__(self) -> None:
         for name in (*ATTEMPT_FAULTS, "batch_error_rate", "batch_expire_rate"):
@@ -147,6 +152,12 @@ class SimConfig:
         if not isinstance(self.log_limit, int) or self.log_limit < 0:
             raise SimConfigError("log_limit", self.log_limit, "an integer >= 0")
         self.latency.validate()
+        if not (math.isfinite(self.verbalized_temperature) and self.verbalized_temperature > 0):
+            raise SimConfigError("verbalized_temperature", self.verbalized_temperature, "a finite number > 0")
+        if not (math.isfinite(self.verbalized_noise) and self.verbalized_noise >= 0):
+            raise SimConfigError("verbalized_noise", self.verbalized_noise, "a finite number >= 0")
+        if not (isinstance(self.verbalized_malformed_rate, (int, float)) and 0 <= self.verbalized_malformed_rate <= 1):
+            raise SimConfigError("verbalized_malformed_rate", self.verbalized_malformed_rate, "a probability in [0, 1]")
 
     @cached_property
     def any_attempt_fault(self) -> bool:

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
 
-from runner.survey.cell import CANONICAL_ORDER, LETTERS, Framing, PromptCell
+from runner.survey.cell import CANONICAL_ORDER, LETTERS, Framing, PromptCell, position_marks
 
 Messages = tuple[tuple[str, str], ...]
 
@@ -61,6 +61,11 @@ class TemplateReader:
                 for mode, text in body.items():
                     self._system.setdefault(text.strip(), (language, mode, "number"))
                     self._label_kinds.setdefault(text.strip(), labels)
+            if "verbalized" in templates:  # the verbalized measurement's instruction: read as reply format "verbalized"
+                for kind in ("digits", "letters"):
+                    text = verbalized_system(templates["verbalized"], kind)
+                    self._system.setdefault(text, (language, "item", "verbalized"))
+                    self._label_kinds.setdefault(text, kind)
             for mode, framings in templates["instructions"].items():
                 for framing, text in framings.items():
                     self._instructions.append((language, mode, framing, _pattern(text)))
@@ -128,6 +133,13 @@ class TemplateReader:
                 return mode, Framing("identity", country, int(age) if age.isdigit() else None, gender)
             return mode, Framing("persona", country)
         return None
+
+
+def verbalized_system(body: dict[str, str], labels: str) -> str:
+    """The verbalized instruction as a prompt with ``labels`` shows it (runner.survey.prompts)."""
+    from runner.survey.prompts import verbalized_example
+
+    return body["item"].replace("{example}", verbalized_example(position_marks(labels) or (), body["value"])).strip()
 
 
 def _option_blocks(labels: tuple[str, ...], layout: dict[str, str]) -> dict[str, tuple[int, ...]]:

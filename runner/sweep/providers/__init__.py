@@ -57,6 +57,8 @@ class ChatRequest:
         "none"  # constrained decoding kind (runner.survey.constrained); only OpenAI-compatible APIs take it
     )
     top_logprobs: int = 0  # > 0: ask for this many next-token alternatives (runner.sweep.providers.logprobs)
+    # the verbalized measurement: the option labels its JSON reply is keyed by (the constraint admits that object)
+    verbalized: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

@@ -38,7 +38,7 @@ class OpenAIProvider:
         if request.seed is not None:
             body["seed"] = request.seed
         if request.constraint != "none":  # llama.cpp `grammar` or `response_format` with a JSON schema
-            body.update(constrained_request_fields(request.constraint))
+            body.update(constrained_request_fields(request.constraint, request.verbalized))
         if request.top_logprobs:  # the distribution measurement: the first token's alternatives
             body.update(openai_request_fields(request.top_logprobs, request.constraint))
         data = None
