@@ -9,6 +9,7 @@ __all__ = [
     "__version__",
     "bootstrap_kendall",
     "build_profile",
+    "cell_factor_sums",
     "cell_pair_sums",
     "cluster_spread",
     "gower_residual",
@@ -70,4 +71,7 @@ def cluster_spread(
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
 def cell_pair_sums(
     squares: npt.NDArray[np.float64], cell_rows: npt.NDArray[np.int32], cells: int
+) -> npt.NDArray[np.float64]: ...
+def cell_factor_sums(
+    factor: npt.NDArray[np.float64], cell_rows: npt.NDArray[np.int32], cells: int
 ) -> npt.NDArray[np.float64]: ...

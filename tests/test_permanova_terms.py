@@ -385,3 +385,33 @@ def test_a_saturated_model_is_refused():
     d = ssd.pdist(np.arange(8.0)[:, None])
     with pytest.raises(stats_core.InvalidInputError, match="no residual degrees of freedom"):
         stats_core.permanova_terms(d, {"a": np.arange(8) % 4, "b": np.arange(8) // 4}, ["a", "b", "a:b"])
+
+
+# ---- the low-rank screen decides exactly what the exact kernel decides ----
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("n", "by"), [(6, "terms"), (36, "terms"), (36, "margin")])
+def test_screened_counts_equal_exact_counts(monkeypatch, backend, n, by):
+    """Euclidean distances in 3 dimensions: Gower's matrix has rank 3, the factor screen decides most
+    permutations (n = 6: every F value recurs, so ties with the observed F are recomputed exactly)."""
+    from stats_core import _terms_screen
+
+    x = np.random.default_rng(n).normal(size=(n, 3))
+    a, b = np.arange(n) % 2, (np.arange(n) // 2) % 3 if n > 6 else np.array([0, 0, 1, 1, 0, 1])
+    x[:, 0] += 0.4 * a
+    args = (ssd.pdist(x), {"a": a, "b": b}, ["a", "b", "a:b"])
+    used = []
+    real = _terms_screen.factor_screen
+
+    def spy(*a, **k):
+        used.append(real(*a, **k))
+        return used[-1]
+
+    monkeypatch.setattr(_terms_screen, "factor_screen", spy)
+    screened = stats_core.permanova_terms(*args, by=by, permutations=999, seed=7, backend=backend)
+    assert used[-1] is not None and used[-1].factor.shape[1] == 3
+    monkeypatch.setattr(_terms_screen, "factor_screen", lambda *a, **k: None)
+    exact = stats_core.permanova_terms(*args, by=by, permutations=999, seed=7, backend=backend)
+    assert screened == exact
+    assert 0.001 < min(r.p_value for r in exact.rows) < 1.0
