@@ -415,3 +415,11 @@ def test_screened_counts_equal_exact_counts(monkeypatch, backend, n, by):
     exact = stats_core.permanova_terms(*args, by=by, permutations=999, seed=7, backend=backend)
     assert screened == exact
     assert 0.001 < min(r.p_value for r in exact.rows) < 1.0
+
+
+def test_interactions_follow_main_effects_as_in_r_formulas():
+    d, factors, _ = _design("unbalanced")
+    listed = stats_core.permanova_terms(d, factors, ["a:b", "b", "a"], permutations=19, seed=3)
+    ordered = stats_core.permanova_terms(d, factors, ["b", "a", "a:b"], permutations=19, seed=3)
+    assert listed == ordered
+    assert [r.term for r in listed.rows] == ["b", "a", "a:b"]
