@@ -21,6 +21,9 @@ import numpy as np
 
 from stats_core import _resample, _screen, _terms_model
 
+# Doubles of per-permutation sums (C × C bins, or C × k factor sums) held at once: 16 MiB, whatever the design.
+CHUNK_VALUES = 1 << 21
+
 
 @dataclass(frozen=True)
 class Model:
@@ -42,8 +45,16 @@ class Model:
         return gains, residual, f
 
     def exact_forms(self, kernels: ModuleType, squares: np.ndarray, rows: np.ndarray, cells: int) -> np.ndarray:
-        """Per-vector SS (rows, m) from the exact between-cell sums of the squared distances."""
-        return _terms_model.model_ss(kernels.cell_pair_sums(squares, rows, cells), self.vectors)
+        """Per-vector SS (rows, m) from the exact between-cell sums of the squared distances, CHUNK_VALUES
+        sums at a time."""
+        step = max(1, CHUNK_VALUES // max(cells * cells, 1))
+        parts = [
+            _terms_model.model_ss(
+                kernels.cell_pair_sums(squares, np.ascontiguousarray(rows[s : s + step]), cells), self.vectors
+            )
+            for s in range(0, rows.shape[0], step)
+        ]
+        return np.concatenate(parts) if parts else np.zeros((0, self.vectors.shape[1]))
 
 
 @dataclass(frozen=True)
@@ -84,7 +95,25 @@ def count_block(
     observed: np.ndarray,
 ) -> np.ndarray:
     """Per tested term, the permutations among label rows (P, n) whose F is at least ``observed``'s (ties in
-    TIE_RTOL, as ``_resample.count_at_least``); 0 for a term with df 0."""
+    TIE_RTOL, as ``_resample.count_at_least``); 0 for a term with df 0. Memory: CHUNK_VALUES sums at a time."""
+    step = max(1, CHUNK_VALUES // max(cells * (screen.factor.shape[1] if screen is not None else cells), 1))
+    counts = np.zeros(len(model.df), dtype=np.int64)
+    for start in range(0, rows.shape[0], step):
+        chunk = np.ascontiguousarray(rows[start : start + step])
+        counts += _count_chunk(kernels, model, screen, squares, chunk, cells, observed)
+    return counts
+
+
+def _count_chunk(
+    kernels: ModuleType,
+    model: Model,
+    screen: FactorScreen | None,
+    squares: np.ndarray,
+    rows: np.ndarray,
+    cells: int,
+    observed: np.ndarray,
+) -> np.ndarray:
+    """``count_block`` for one chunk of label rows."""
     tested = model.df > 0
     with np.errstate(invalid="ignore"):
         threshold = np.where(np.isposinf(observed), np.inf, observed - _resample.TIE_RTOL * np.abs(observed))

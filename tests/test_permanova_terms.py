@@ -423,3 +423,20 @@ def test_interactions_follow_main_effects_as_in_r_formulas():
     ordered = stats_core.permanova_terms(d, factors, ["b", "a", "a:b"], permutations=19, seed=3)
     assert listed == ordered
     assert [r.term for r in listed.rows] == ["b", "a", "a:b"]
+
+
+def test_a_design_with_almost_one_object_per_cell(monkeypatch):
+    """Four main effects on 60 objects: ~50 occupied cells; F equals the direct projections, and sums are held
+    a few permutations at a time (CHUNK_VALUES) with the same counts."""
+    from stats_core import _terms_screen
+
+    rng = np.random.default_rng(5)
+    factors = {k: _labels(k, rng.integers(0, levels, 60)) for k, levels in zip("abcd", (4, 3, 3, 2), strict=True)}
+    x = rng.normal(size=(60, 4)) + 0.5 * (factors["b"] == "b1")[:, None]
+    d = ssd.squareform(ssd.pdist(np.exp(x), "braycurtis"))
+    whole = stats_core.permanova_terms(d, factors, permutations=99, seed=2)
+    direct = _direct_f(d, factors, ["a", "b", "c", "d"], "terms")
+    for row in whole.rows:
+        assert row.f == pytest.approx(direct[row.term], rel=1e-10)
+    monkeypatch.setattr(_terms_screen, "CHUNK_VALUES", 1)
+    assert stats_core.permanova_terms(d, factors, permutations=99, seed=2) == whole
