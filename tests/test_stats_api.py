@@ -11,6 +11,9 @@ from stats_core import _native, _numba, _reference
 
 KERNELS = {
     "bootstrap_kendall",
+    "cell_factor_sums",
+    "cell_forms",
+    "cell_pair_sums",
     "cluster_spread",
     "gower_residual",
     "group_f",
@@ -51,6 +54,8 @@ def test_public_functions_take_backend_and_random_ones_take_seed():
         "pdist_square",
         "permanova",
         "permdisp",
+        "permanova_terms",
+        "permutation_indices",
         "bootstrap_kendall_tau",
         "silhouette",
         "davies_bouldin",
@@ -60,5 +65,13 @@ def test_public_functions_take_backend_and_random_ones_take_seed():
     ]:
         params = inspect.signature(getattr(stats_core, name)).parameters
         assert "backend" in params, name
-    for name in ["permanova", "permdisp", "bootstrap_kendall_tau", "bootstrap_indices", "ss_h_test"]:
+    for name in [
+        "permanova",
+        "permanova_terms",
+        "permutation_indices",
+        "permdisp",
+        "bootstrap_kendall_tau",
+        "bootstrap_indices",
+        "ss_h_test",
+    ]:
         assert "seed" in inspect.signature(getattr(stats_core, name)).parameters
