@@ -17,8 +17,16 @@ from stats_core.distance import pdist, pdist_square, squareform
 from stats_core.errors import BackendUnavailableError, InvalidInputError, StatsCoreError
 from stats_core.kendall import kendall_tau
 from stats_core.permanova import permanova
+from stats_core.permanova_terms import permanova_terms, permutation_indices
 from stats_core.permdisp import permdisp
-from stats_core.results import BootstrapResult, ConfidenceInterval, DisparityResult, PermutationTestResult
+from stats_core.results import (
+    BootstrapResult,
+    ConfidenceInterval,
+    DisparityResult,
+    PermanovaTerm,
+    PermanovaTermsResult,
+    PermutationTestResult,
+)
 
 __all__ = [
     "BackendFallbackWarning",
@@ -27,6 +35,8 @@ __all__ = [
     "ConfidenceInterval",
     "DisparityResult",
     "InvalidInputError",
+    "PermanovaTerm",
+    "PermanovaTermsResult",
     "PermutationTestResult",
     "StatsCoreError",
     "available",
@@ -40,7 +50,9 @@ __all__ = [
     "pdist_square",
     "percentile_interval",
     "permanova",
+    "permanova_terms",
     "permdisp",
+    "permutation_indices",
     "silhouette",
     "squareform",
     "ss_h",

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 class ConfidenceInterval(NamedTuple):
@@ -83,3 +86,85 @@ class DisparityResult:
     human_disparity: float
     model_sigma: np.ndarray
     human_sigma: np.ndarray
+
+
+@dataclass(frozen=True)
+class PermanovaTerm:
+    """One term's row of a multi-term PERMANOVA (``stats_core.permanova_terms``; definitions in docs/analysis.md).
+
+    ``df`` is the rank the term adds (0 when it is confounded with the terms it is tested against: its
+    ``f``, ``omega_squared`` and ``p_value`` are then NaN); ``ss`` its sum of squares (sequential or
+    marginal); ``r_squared`` = ss / SS_total; ``f`` = (ss / df) / (SS_residual / df_residual); ``omega_squared``
+    the partial ω² (ss − df·MS_R) / (ss + (n − df)·MS_R); ``p_value`` = (k + 1) / (permutations + 1).
+    """
+
+    term: str
+    df: int
+    ss: float
+    r_squared: float
+    f: float
+    omega_squared: float
+    p_value: float
+
+
+@dataclass(frozen=True)
+class PermanovaTermsResult:
+    """Multi-term PERMANOVA (``adonis2``'s table): one row per tested term, then the residual and the total.
+
+    ``by`` is "terms" (sequential, type I SS) or "margin" (marginal, type III SS: as vegan, only terms not
+    contained in a higher-order term of the model are tested). ``seed`` reproduces the permutations
+    (``stats_core.permutation_indices``); ``strata`` are the block labels permutations stayed within.
+    """
+
+    rows: tuple[PermanovaTerm, ...]
+    residual_df: int
+    residual_ss: float
+    total_df: int
+    total_ss: float
+    n: int
+    permutations: int
+    seed: int
+    backend: str
+    by: str
+    strata: tuple | None = None
+
+    def row(self, term: str) -> PermanovaTerm:
+        """The row of ``term`` (KeyError naming the tested terms when it has none)."""
+        for row in self.rows:
+            if row.term == term:
+                return row
+        raise KeyError(f"no row for term {term!r}; tested terms: {[r.term for r in self.rows]}")
+
+    def to_polars(self) -> pl.DataFrame:
+        """One table: a row per term, then "Residual" and "Total" (null F, ω² and p there), as adonis2 prints."""
+        import polars as pl
+
+        nan = float("nan")
+        rows = [
+            *self.rows,
+            PermanovaTerm(
+                "Residual", self.residual_df, self.residual_ss, self.residual_ss / self.total_ss, nan, nan, nan
+            ),
+            PermanovaTerm("Total", self.total_df, self.total_ss, 1.0, nan, nan, nan),
+        ]
+        table = pl.DataFrame(
+            {
+                "term": [r.term for r in rows],
+                "df": [r.df for r in rows],
+                "ss": [r.ss for r in rows],
+                "r_squared": [r.r_squared for r in rows],
+                "f": [r.f for r in rows],
+                "omega_squared": [r.omega_squared for r in rows],
+                "p_value": [r.p_value for r in rows],
+            },
+            schema={
+                "term": pl.String,
+                "df": pl.Int64,
+                "ss": pl.Float64,
+                "r_squared": pl.Float64,
+                "f": pl.Float64,
+                "omega_squared": pl.Float64,
+                "p_value": pl.Float64,
+            },
+        )
+        return table

@@ -1,0 +1,25 @@
+"""numpy reference kernel of the multi-term PERMANOVA (``permanova_terms``): sums of squared distances between cells."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Condensed entries accumulated per np.add.at call (bounds the index scratch to a few MiB).
+_CHUNK = 1 << 19
+
+
+def cell_pair_sums(squares: np.ndarray, cell_rows: np.ndarray, cells: int) -> np.ndarray:
+    """(rows, cells, cells): U[p, a, b] = Σ over i < j with cell_rows[p, i] = a, cell_rows[p, j] = b of squares_ij.
+
+    ``squares`` is condensed (row-major i < j). Each bin accumulates in condensed order — the order every
+    backend uses, so their sums are bit-identical.
+    """
+    rows, n = cell_rows.shape
+    out = np.zeros((rows, cells * cells))
+    i, j = np.triu_indices(n, k=1)
+    for start in range(0, squares.shape[0], _CHUNK):
+        stop = start + _CHUNK
+        for p in range(rows):
+            labels = cell_rows[p].astype(np.int64)
+            np.add.at(out[p], labels[i[start:stop]] * cells + labels[j[start:stop]], squares[start:stop])
+    return out.reshape(rows, cells, cells)

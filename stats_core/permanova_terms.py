@@ -1,0 +1,171 @@
+"""Multi-term PERMANOVA: several factors and their interactions on one distance matrix (vegan's ``adonis2``).
+
+The model is the linear model of Gower's centred matrix G = −½ J D² J on treatment-coded factors (McArdle &
+Anderson 2001). A model's sum of squares is tr(H G), H its (centred) hat matrix; SS_T = tr(G) = Σ_{i<j} d²/n.
+
+* ``by="terms"`` (sequential, type I): term j's SS is the gain of adding it to the terms before it; every
+  term is tested against the residual of the full model, F_j = (SS_j / df_j) / (SS_R / df_R).
+* ``by="margin"`` (marginal, type III): term j's SS is the gain of adding it last (full model minus the model
+  without it); only terms not contained in a higher-order term are tested (R's ``drop.scope``).
+
+Permutations move the objects' cells (all factors together; within strata when given) and recompute every
+term's F on the permuted data: the full SS of G under the permutation for both schemes, as vegan's
+``permutest.cca`` does for an unconditioned ``adonis2`` model. p = (k + 1) / (permutations + 1), k the
+permutations whose F is at least the observed one. A term that adds no rank (confounded with earlier terms,
+or by="margin" with the others) has df 0, SS 0 and NaN F, ω² and p (vegan drops its row).
+
+Cost: one pass over the n(n−1)/2 squared distances per permutation accumulates the C × C sums between cells
+(C = occupied level combinations), after which every term's SS is a quadratic form in C-vectors
+(``_terms_model``): the cost of all terms together is about that of one single-term PERMANOVA pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from stats_core import _resample, _terms_model, _validate
+from stats_core._backend import backend as auto_backend
+from stats_core._backend import kernels as backend_kernels
+from stats_core.errors import InvalidInputError
+from stats_core.permanova import effect_sizes
+from stats_core.results import PermanovaTerm, PermanovaTermsResult
+
+BY = ("terms", "margin")
+
+
+def _squared_condensed(distances: object) -> tuple[np.ndarray, int]:
+    """The condensed squared distances (float64) of a condensed or square matrix, checked, and n."""
+    dist, n = _validate.distances("distances", distances)
+    if dist.ndim == 2:
+        dist = dist[np.triu_indices(n, k=1)]
+    return np.square(dist), n
+
+
+def _label(term: tuple[str, ...]) -> str:
+    return ":".join(term)
+
+
+def _tested(model: Sequence[tuple[str, ...]], by: str) -> list[int]:
+    """Indices of the terms with a row: all (terms), or those in no higher-order term of the model (margin)."""
+    if by == "terms":
+        return list(range(len(model)))
+    return [i for i, t in enumerate(model) if not any(set(t) < set(u) for u in model)]
+
+
+def permutation_indices(
+    n: int, permutations: int, seed: int, *, strata: object = None, backend: str = "auto"
+) -> np.ndarray:
+    """(permutations, n) int64 rows Π: permutation p gives object k the labels of object Π[p, k].
+
+    These are the permutations every stats_core permutation test with this ``seed`` uses (``permanova``,
+    ``permanova_terms``). vegan's ``permutations = <matrix>`` permutes the response instead, so the matrix
+    giving adonis2 the same permutations is ``np.argsort(Π, axis=1) + 1``.
+    """
+    count = _validate.int_at_least("permutations", permutations, 0)
+    size = _validate.int_at_least("n", n, 2)
+    ids = np.arange(size, dtype=np.int32)
+    blocks = _resample.strata_layout(strata, size)
+    rows = _resample.permuted_label_blocks(backend_kernels(backend), ids, _resample.seed_value(seed), count, blocks)
+    return np.concatenate([*rows, np.empty((0, size), np.int32)]).astype(np.int64)
+
+
+def permanova_terms(
+    distances: object,
+    factors: object,
+    terms: Sequence[str] | None = None,
+    *,
+    by: str = "terms",
+    permutations: int = 999,
+    seed: int | None = None,
+    strata: object = None,
+    backend: str = "auto",
+) -> PermanovaTermsResult:
+    """PERMANOVA of ``distances`` (condensed or square, n objects) on several ``factors`` (name → n labels).
+
+    ``terms``: model terms in order, "a" for a main effect, "a:b" for an interaction (default: each factor's
+    main effect in mapping order); ``by``: "terms" (sequential SS) or "margin" (marginal SS); ``strata``: n
+    block labels that permutations stay within. Returns per-term df, SS, R², F, partial ω² and permutation p
+    (module doc; definitions in docs/analysis.md), with the residual and total rows.
+    """
+    if by not in BY:
+        raise InvalidInputError("by", f"expected 'terms' or 'margin', got {by!r}")
+    squares, n = _squared_condensed(distances)
+    columns = _terms_model.factor_columns(factors)
+    model = _terms_model.parse_terms(terms, list(columns))
+    used = [name for name in columns if any(name in t for t in model)]
+    fac = _terms_model.check_factors(columns, used, n)
+    count = _validate.int_at_least("permutations", permutations, 0)
+    seed_used = _resample.seed_value(seed)
+    blocks = _resample.strata_layout(strata, n)
+    kernels = backend_kernels(backend)
+    cells = len(fac.cell_sizes)
+
+    full = _terms_model.basis(model, model, fac)
+    rank = full.vectors.shape[1]
+    df_residual = n - rank - 1
+    if df_residual < 1:
+        raise InvalidInputError(
+            "terms", f"the model has rank {rank} on n = {n} objects: no residual degrees of freedom"
+        )
+    tested = _tested(model, by)
+    # Every tested term's SS is a signed sum of per-vector SS −½ vᵀBv over one stack of vectors: sequential,
+    # its own vectors in the full model; marginal, the full model's minus those of the model without it.
+    if by == "terms":
+        stack = full.vectors
+        signs = (full.term_of[:, None] == np.array(tested)[None, :]).astype(np.float64)
+    else:
+        reduced = [_terms_model.basis([u for u in model if u != model[t]], model, fac).vectors for t in tested]
+        stack = np.concatenate([full.vectors, *reduced], axis=1)
+        signs = np.zeros((stack.shape[1], len(tested)))
+        signs[:rank] = 1.0
+        for k, start in enumerate(np.cumsum([rank] + [r.shape[1] for r in reduced[:-1]])):
+            signs[start : start + reduced[k].shape[1], k] = -1.0
+    df = np.rint(signs.sum(axis=0)).astype(np.int64)
+    ss_total = float(squares.sum()) / n
+
+    def term_stats(pair_sums: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(SS per tested term, residual SS, F per tested term) for rows of cell pair sums (…, C, C)."""
+        ss = _terms_model.model_ss(pair_sums, stack)
+        gains = np.where(df == 0, 0.0, ss @ signs)
+        residual = ss_total - ss[..., :rank].sum(axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = np.where(df == 0, np.nan, (gains / df) / (residual[..., None] / df_residual))
+        return gains, residual, f
+
+    ss, residual, f = term_stats(kernels.cell_pair_sums(squares, fac.cells[None, :], cells)[0])
+    exceed = np.zeros(len(tested), dtype=np.int64)
+    for block in _resample.permuted_label_blocks(kernels, fac.cells, seed_used, count, blocks):
+        _, _, permuted = term_stats(kernels.cell_pair_sums(squares, block, cells))
+        for k in range(len(tested)):
+            if df[k] > 0:
+                exceed[k] += _resample.count_at_least(permuted[:, k], float(f[k]))
+    rows = []
+    for k, t in enumerate(tested):
+        _, omega = effect_sizes(float(ss[k] + residual), float(residual), int(df[k]), df_residual, n)
+        p = _resample.permutation_pvalue(int(exceed[k]), count) if df[k] > 0 else float("nan")
+        rows.append(
+            PermanovaTerm(
+                _label(model[t]),
+                int(df[k]),
+                float(ss[k]),
+                float(ss[k]) / ss_total if ss_total > 0 else float("nan"),
+                float(f[k]),
+                omega if df[k] > 0 else float("nan"),
+                p,
+            )
+        )
+    return PermanovaTermsResult(
+        rows=tuple(rows),
+        residual_df=df_residual,
+        residual_ss=float(residual),
+        total_df=n - 1,
+        total_ss=ss_total,
+        n=n,
+        permutations=count,
+        seed=seed_used,
+        backend=auto_backend() if backend == "auto" else backend,
+        by=by,
+        strata=blocks.labels if blocks is not None else None,
+    )
