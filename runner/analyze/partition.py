@@ -9,14 +9,19 @@ multivariate (trace) sums of squares of a linear model of the standardised profi
 Terms: every factor that varies (runner/analyze/partition_design.py, which merges aliased factors and refuses
 confounded ones before any statistic). ``stats_core.permanova_terms`` gives, per term, the *marginal* share
 (``by = "margin"``: the variance the term explains beyond all the others, type III — the headline, because it
-does not depend on the arbitrary order of a sweep's factors) and the *sequential* share (``by = "terms"``, type I,
-in role order: country first), with F, ω² and a permutation p.
+does not depend on the arbitrary order of a sweep's factors) with F, ω² and its permutation p, and the
+*sequential* share (``by = "terms"``, type I, in role order: country first; a share only, no test).
 
 Scopes: ``all`` (every profile; permutations blocked within the model when several models answered, so the
 model's own large effect cannot lend significance to the others — the model term itself then has no p), and one
-scope per model when several did (free permutations). Cost: at most ``max_profiles`` profiles per scope (a
-seeded uniform subsample beyond), so the distance matrix stays ≤ max_profiles² / 2 doubles; the permutation count
-is ``permutations``, capped at ``MAX_PERMUTATION_WORK / n²``.
+scope per model when several did (free permutations).
+
+Cost rule: a permutation of ``stats_core.permanova_terms`` costs about n²/2 + C² · s operations (n profiles, C
+occupied cells of the terms, s = rank × (terms + 1) vectors of the marginal models). A scope keeps at most
+``max_profiles`` profiles (a seeded uniform subsample beyond: the estimand stays the scope's shares), and the
+permutation count is ``permutations`` capped at ``WORK / cost``; when that leaves fewer than
+``MIN_PERMUTATIONS``, the subsample shrinks by 30 % at a time until it does (or reaches ``MIN_PROFILES``). The
+table records the profiles used and available and the permutations run, so the smallest attainable p is visible.
 """
 
 from __future__ import annotations
@@ -37,7 +42,9 @@ __all__ = ["PARTITION_COLUMNS", "partition_headline", "variance_partition"]
 
 PROFILES = ("items", "indices")
 MAX_PROFILES = 1000
-MAX_PERMUTATION_WORK = 4 * 10**9  # permutations × n² (a 1,000-profile scope keeps 999 permutations... up to 3,999)
+WORK = 10**9  # operations per scope and profile (≈ 4 s on a busy 2-core machine: the 1,024-condition report design)
+MIN_PERMUTATIONS = 199  # p resolution 0.005
+MIN_PROFILES = 60
 MODEL_COLUMNS = ("model", "endpoint")
 ALPHA = 0.05
 
@@ -53,7 +60,6 @@ PARTITION_COLUMNS = {
     "omega2": pl.Float64,
     "p": pl.Float64,
     "r2_sequential": pl.Float64,  # sequential share (type I) in the table's term order
-    "p_sequential": pl.Float64,
     "rank": pl.Int64,
     "p_min": pl.Float64,
     "profiles": pl.Int64,
@@ -126,18 +132,34 @@ def variance_partition(
     columns = _profile_columns(units, c, k, u)
     rows: list[dict] = []
     for s, scope in enumerate(_scopes(columns, len(c))):
+        rng = np.random.default_rng([seed, s])
         chosen = scope.rows
-        if len(chosen) > max_profiles:  # seeded uniform subsample: the estimand stays the scope's shares
-            rng = np.random.default_rng([seed, s])
-            chosen = np.sort(rng.choice(chosen, max_profiles, replace=False))
-        design = {name: [values[i] for i in chosen] for name, values in columns.items() if name != scope.fixed}
-        terms = admit_terms(design)
+        size = min(len(chosen), max_profiles)
+        while True:  # the cost rule (module docstring): shrink the subsample until enough permutations fit
+            if size < len(chosen):  # seeded uniform subsample, nested in the previous one
+                chosen = np.sort(rng.choice(chosen, size, replace=False))
+            design = {name: [values[i] for i in chosen] for name, values in columns.items() if name != scope.fixed}
+            terms = admit_terms(design)
+            perms = _affordable(terms, len(chosen), permutations)
+            if perms >= min(permutations, MIN_PERMUTATIONS) or size <= MIN_PROFILES:
+                break
+            size = max(MIN_PROFILES, int(size * 0.7))
         blocks = None if scope.blocks is None else _codes(design[scope.blocks])
+        stream = int(np.random.SeedSequence([seed, s]).generate_state(1)[0])  # the scope's permutations
         for profile in PROFILES:
             z = _standardised(profiles[profile][chosen])
-            stream = int(np.random.SeedSequence([seed, s]).generate_state(1)[0])  # the scope's permutations
-            rows += _scope_rows(scope, profile, z, terms, blocks, len(scope.rows), permutations, stream)
+            rows += _scope_rows(scope, profile, z, terms, blocks, len(scope.rows), perms, stream)
     return pl.DataFrame(rows, schema=PARTITION_COLUMNS)
+
+
+def _affordable(terms: Terms, n: int, permutations: int) -> int:
+    """Permutations within ``WORK`` for a scope of ``n`` profiles and these terms (at least 1)."""
+    if not terms.terms:
+        return permutations
+    cells = len(set(zip(*(t.codes.tolist() for t in terms.terms), strict=True)))
+    rank = sum(t.unique_df for t in terms.terms)
+    cost = n * n / 2 + cells * cells * rank * (len(terms.terms) + 1)
+    return max(1, min(permutations, int(WORK // cost)))
 
 
 def _codes(values: Sequence[object]) -> np.ndarray:
@@ -152,7 +174,7 @@ def _scope_rows(
     terms: Terms,
     blocks: np.ndarray | None,
     available: int,
-    permutations: int,
+    perms: int,
     seed: int,
 ) -> list[dict]:
     """The rows of one scope × profile: a row per term, Residual and Total, and one per refused factor."""
@@ -177,13 +199,12 @@ def _scope_rows(
         problem = f"no residual degrees of freedom ({n} profiles, {df_model} design df): shares cannot be tested"
     if problem is not None:
         return [{**base, "term": "(all)", "note": problem}, *refused]
-    perms = max(1, min(permutations, MAX_PERMUTATION_WORK // (n * n)))
     distances = stats_core.pdist(z)
     factors = {f"t{i}": t.codes for i, t in enumerate(terms.terms)}
     results = {}
-    for by in ("margin", "terms"):
+    for by, count in (("margin", perms), ("terms", 0)):  # the sequential shares are not tested: no permutations
         result = stats_core.permanova_terms(
-            distances, factors, list(factors), by=by, permutations=perms, seed=seed, strata=blocks
+            distances, factors, list(factors), by=by, permutations=count, seed=seed, strata=blocks
         )
         results[by] = {row["term"]: row for row in result.to_polars().to_dicts()}
     p_min = max(1.0 / (perms + 1), math.exp(-min(_arrangements_log(cells, blocks), 700.0)))
@@ -191,9 +212,9 @@ def _scope_rows(
     for i, term in enumerate(terms.terms):
         margin, sequential = results["margin"][f"t{i}"], results["terms"][f"t{i}"]
         note = term.note
-        p, p_seq = margin["p_value"], sequential["p_value"]
+        p = _finite(margin["p_value"])
         if blocks is not None and _within(blocks, term.codes):  # constant inside every block
-            p = p_seq = None
+            p = None
             note = _join(note, f"permutations within {scope.blocks} leave it fixed: no p (R² only)")
         elif p_min > ALPHA:
             note = _join(note, f"cannot reach p < {ALPHA:g}: smallest attainable p = {p_min:.3g}")
@@ -205,11 +226,10 @@ def _scope_rows(
                 "levels": term.levels,
                 "df": int(margin["df"]),
                 "r2": margin["r_squared"],
-                "f": margin["f"],
-                "omega2": margin["omega_squared"],
+                "f": _finite(margin["f"]),
+                "omega2": _finite(margin["omega_squared"]),
                 "p": p,
                 "r2_sequential": sequential["r_squared"],
-                "p_sequential": p_seq,
                 "p_min": p_min,
                 "permutations": perms,
                 "note": note,
@@ -231,6 +251,10 @@ def _scope_rows(
             }
         )
     return [*out, *refused]
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
 
 
 def _within(blocks: np.ndarray, codes: np.ndarray) -> bool:

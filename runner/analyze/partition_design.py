@@ -85,8 +85,8 @@ def _dummies(codes: np.ndarray) -> np.ndarray:
 
 
 def _rank(blocks: Sequence[np.ndarray], n: int) -> int:
-    """Rank of the intercept with the given dummy blocks."""
-    return int(np.linalg.matrix_rank(np.hstack([np.ones((n, 1)), *blocks])))
+    """Rank of the intercept with the given dummy blocks (over their distinct rows: the same rank, far fewer rows)."""
+    return int(np.linalg.matrix_rank(np.unique(np.hstack([np.ones((n, 1)), *blocks]), axis=0)))
 
 
 def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:

@@ -21,7 +21,7 @@ from runner.report.page import Page
 __all__ = ["partition_blocks", "partition_figure", "partition_headlines"]
 
 MAX_PANELS = 9  # "all" and eight models
-_SHOWN = ["scope", "profile", "term", "role", "levels", "df", "r2", "p", "r2_sequential", "p_sequential", "rank"]
+_SHOWN = ["scope", "profile", "term", "role", "levels", "df", "r2", "p", "r2_sequential", "rank"]
 
 
 def partition_headlines(headline: pl.DataFrame) -> list[str]:
@@ -102,13 +102,13 @@ def partition_blocks(page: Page, table: pl.DataFrame, headline: pl.DataFrame) ->
             "aliased factors are named in the table's notes."
         )
         blocks.append(page.figure("variance_partition", plot.fig, f"{caption} {plot.note}".strip(), shows=plot.shows))
-    keep = [c for c in (*_SHOWN, "p_min", "profiles", "profiles_available", "permutations", "blocks", "note")]
+    keep = [*_SHOWN, "p_min", "profiles", "profiles_available", "permutations", "blocks", "note"]
     blocks.append(
         page.table(
             "variance_partition",
             table.select([c for c in keep if c in table.columns]),
-            "Variance partition per scope, profile and factor: marginal share r2 (type III) with F-test "
-            "permutation p, sequential share (type I, in the order shown), rank, smallest attainable p, the "
+            "Variance partition per scope, profile and factor: marginal share r2 (type III) with its "
+            "permutation p, sequential share (type I, in the order shown, untested), rank, smallest attainable p, the "
             "profiles used, the blocking, and notes (aliased, confounded, too few levels)",
         )
     )
