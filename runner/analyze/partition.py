@@ -111,9 +111,9 @@ def _standardised(x: np.ndarray) -> np.ndarray:
     return (x[:, keep] - x[:, keep].mean(axis=0)) / sd[keep]
 
 
-def _arrangements_log(cells: np.ndarray, strata: np.ndarray | None) -> float:
-    """log of the number of distinct relabellings of the profiles' design cells (within strata)."""
-    groups = [cells] if strata is None else [cells[strata == s] for s in np.unique(strata)]
+def _arrangements_log(codes: np.ndarray, strata: np.ndarray | None) -> float:
+    """log of the number of distinct relabellings of a term's levels among the profiles (within strata)."""
+    groups = [codes] if strata is None else [codes[strata == s] for s in np.unique(strata)]
     total = 0.0
     for g in groups:
         _, counts = np.unique(g, return_counts=True)
@@ -187,7 +187,6 @@ def _scope_rows(
         "blocks": scope.blocks or "none",
     }
     refused = [{**base, "term": f, "note": why} for f, why in terms.refused.items()]
-    cells = _codes(list(zip(*(t.codes.tolist() for t in terms.terms), strict=True))) if terms.terms else None
     df_model = sum(t.unique_df for t in terms.terms)  # == rank − 1 when no term is partly confounded
     df_residual = n - 1 - df_model
     problem = None
@@ -207,11 +206,12 @@ def _scope_rows(
             distances, factors, list(factors), by=by, permutations=count, seed=seed, strata=blocks
         )
         results[by] = {row["term"]: row for row in result.to_polars().to_dicts()}
-    p_min = max(1.0 / (perms + 1), math.exp(-min(_arrangements_log(cells, blocks), 700.0)))
     out = []
     for i, term in enumerate(terms.terms):
         margin, sequential = results["margin"][f"t{i}"], results["terms"][f"t{i}"]
         note = term.note
+        # the smallest p: one over the permutations run, or over the term's distinct relabellings if fewer
+        p_min = max(1.0 / (perms + 1), math.exp(-min(_arrangements_log(term.codes, blocks), 700.0)))
         p = _finite(margin["p_value"])
         if blocks is not None and _within(blocks, term.codes):  # constant inside every block
             p = None

@@ -118,7 +118,8 @@ def factor_columns(columns: Mapping[str, Sequence[object]]) -> dict[str, list[ob
 def admit_terms(columns: Mapping[str, Sequence[object]]) -> Terms:
     """The terms of the partition from each profile's factor values, confounding resolved (module docstring)."""
     factors = factor_columns(columns)
-    order = sorted(factors, key=lambda f: (ROLES.index(role_of(f)), f))
+    known = list(_ROLE_OF)  # within a role, known factors first (model before endpoint), then by name
+    order = sorted(factors, key=lambda f: (ROLES.index(role_of(f)), known.index(f) if f in known else len(known), f))
     n = len(next(iter(factors.values()))) if factors else 0
     admitted: list[list] = []  # [name, codes, columns, note]
     refused: dict[str, str] = {}
