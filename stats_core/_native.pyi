@@ -9,6 +9,8 @@ __all__ = [
     "__version__",
     "bootstrap_kendall",
     "build_profile",
+    "cell_factor_sums",
+    "cell_pair_sums",
     "cluster_spread",
     "gower_residual",
     "group_f",
@@ -67,3 +69,9 @@ def bootstrap_kendall(
 def cluster_spread(
     x: npt.NDArray[np.float64], codes: npt.NDArray[np.int32], n_groups: int
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+def cell_pair_sums(
+    squares: npt.NDArray[np.float64], cell_rows: npt.NDArray[np.int32], cells: int
+) -> npt.NDArray[np.float64]: ...
+def cell_factor_sums(
+    factor: npt.NDArray[np.float64], cell_rows: npt.NDArray[np.int32], cells: int
+) -> npt.NDArray[np.float64]: ...

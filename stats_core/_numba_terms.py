@@ -27,3 +27,23 @@ def cell_pair_sums(squares: np.ndarray, cell_rows: np.ndarray, cells: int) -> np
     """(rows, cells, cells) sums of condensed ``squares`` between the cells of each row (see _reference_terms)."""
     out = _cell_pair_sums(np.ascontiguousarray(squares, np.float64), np.ascontiguousarray(cell_rows, np.int32), cells)
     return out.reshape(cell_rows.shape[0], cells, cells)
+
+
+@numba.njit(cache=True, parallel=True, nogil=True)
+def _cell_factor_sums(factor, cell_rows, cells):
+    rows, n = cell_rows.shape
+    k = factor.shape[1]
+    out = np.zeros((rows, cells, k))
+    for p in numba.prange(rows):
+        labels = cell_rows[p]
+        sums = out[p]
+        for i in range(n):
+            c = labels[i]
+            for m in range(k):
+                sums[c, m] += factor[i, m]
+    return out
+
+
+def cell_factor_sums(factor: np.ndarray, cell_rows: np.ndarray, cells: int) -> np.ndarray:
+    """(rows, cells, k) sums of the factor's rows (n, k) over the cells of each row (see _reference_terms)."""
+    return _cell_factor_sums(np.ascontiguousarray(factor, np.float64), np.ascontiguousarray(cell_rows, np.int32), cells)

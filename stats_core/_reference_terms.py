@@ -23,3 +23,14 @@ def cell_pair_sums(squares: np.ndarray, cell_rows: np.ndarray, cells: int) -> np
             labels = cell_rows[p].astype(np.int64)
             np.add.at(out[p], labels[i[start:stop]] * cells + labels[j[start:stop]], squares[start:stop])
     return out.reshape(rows, cells, cells)
+
+
+def cell_factor_sums(factor: np.ndarray, cell_rows: np.ndarray, cells: int) -> np.ndarray:
+    """(rows, cells, k): M[p, c] = Σ over objects i with cell_rows[p, i] = c of factor[i] (factor (n, k)).
+
+    Each cell accumulates its objects in index order, as every backend does (bit-identical sums).
+    """
+    out = np.zeros((cell_rows.shape[0], cells, factor.shape[1]))
+    for p in range(cell_rows.shape[0]):
+        np.add.at(out[p], cell_rows[p], factor)
+    return out

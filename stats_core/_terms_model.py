@@ -48,7 +48,8 @@ def factor_columns(factors: object) -> dict[str, object]:
 
 
 def parse_terms(terms: Sequence[str] | None, names: Sequence[str]) -> tuple[tuple[str, ...], ...]:
-    """Terms as tuples of factor names ("a:b" → ("a", "b")); default: every factor's main effect."""
+    """Terms as tuples of factor names ("a:b" → ("a", "b")), ordered by degree as R orders a formula's terms
+    (an interaction after the main effects, whatever order it was listed in); default: every main effect."""
     if terms is None:
         return tuple((name,) for name in names)
     if isinstance(terms, str):
@@ -68,7 +69,8 @@ def parse_terms(terms: Sequence[str] | None, names: Sequence[str]) -> tuple[tupl
         parsed.append(parts)
     if not parsed:
         raise InvalidInputError("terms", "the model needs at least one term")
-    return tuple(parsed)
+    # As R's formulas (keep.order = FALSE): main effects first, then two-way interactions, …, stable within.
+    return tuple(sorted(parsed, key=len))
 
 
 def check_factors(columns: Mapping[str, object], used: Sequence[str], n: int) -> Factors:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from stats_core import _resample, _terms_model, _validate
+from stats_core import _resample, _terms_model, _terms_screen, _validate
 from stats_core._backend import backend as auto_backend
 from stats_core._backend import kernels as backend_kernels
 from stats_core.errors import InvalidInputError
@@ -35,12 +35,11 @@ from stats_core.results import PermanovaTerm, PermanovaTermsResult
 BY = ("terms", "margin")
 
 
-def _squared_condensed(distances: object) -> tuple[np.ndarray, int]:
-    """The condensed squared distances (float64) of a condensed or square matrix, checked, and n."""
+def _squared_condensed(distances: object) -> tuple[np.ndarray, np.ndarray, int]:
+    """(the checked distances as given, their condensed squares (float64), n) of a condensed or square matrix."""
     dist, n = _validate.distances("distances", distances)
-    if dist.ndim == 2:
-        dist = dist[np.triu_indices(n, k=1)]
-    return np.square(dist), n
+    condensed = dist[np.triu_indices(n, k=1)] if dist.ndim == 2 else dist
+    return dist, np.square(condensed), n
 
 
 def _label(term: tuple[str, ...]) -> str:
@@ -91,7 +90,7 @@ def permanova_terms(
     """
     if by not in BY:
         raise InvalidInputError("by", f"expected 'terms' or 'margin', got {by!r}")
-    squares, n = _squared_condensed(distances)
+    dist, squares, n = _squared_condensed(distances)
     columns = _terms_model.factor_columns(factors)
     model = _terms_model.parse_terms(terms, list(columns))
     used = [name for name in columns if any(name in t for t in model)]
@@ -123,24 +122,15 @@ def permanova_terms(
         for k, start in enumerate(np.cumsum([rank] + [r.shape[1] for r in reduced[:-1]])):
             signs[start : start + reduced[k].shape[1], k] = -1.0
     df = np.rint(signs.sum(axis=0)).astype(np.int64)
-    ss_total = float(squares.sum()) / n
-
-    def term_stats(pair_sums: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(SS per tested term, residual SS, F per tested term) for rows of cell pair sums (…, C, C)."""
-        ss = _terms_model.model_ss(pair_sums, stack)
-        gains = np.where(df == 0, 0.0, ss @ signs)
-        residual = ss_total - ss[..., :rank].sum(axis=-1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            f = np.where(df == 0, np.nan, (gains / df) / (residual[..., None] / df_residual))
-        return gains, residual, f
-
-    ss, residual, f = term_stats(kernels.cell_pair_sums(squares, fac.cells[None, :], cells)[0])
+    terms_model = _terms_screen.Model(stack, signs, rank, df, df_residual, float(squares.sum()) / n)
+    ss_total = terms_model.ss_total
+    ss, residual, f = (
+        v[0] for v in terms_model.stats(terms_model.exact_forms(kernels, squares, fac.cells[None], cells))
+    )
+    screen = _terms_screen.factor_screen(kernels, dist, n, terms_model, fac.cell_sizes) if count else None
     exceed = np.zeros(len(tested), dtype=np.int64)
     for block in _resample.permuted_label_blocks(kernels, fac.cells, seed_used, count, blocks):
-        _, _, permuted = term_stats(kernels.cell_pair_sums(squares, block, cells))
-        for k in range(len(tested)):
-            if df[k] > 0:
-                exceed[k] += _resample.count_at_least(permuted[:, k], float(f[k]))
+        exceed += _terms_screen.count_block(kernels, terms_model, screen, squares, block, cells, f)
     rows = []
     for k, t in enumerate(tested):
         _, omega = effect_sizes(float(ss[k] + residual), float(residual), int(df[k]), df_residual, n)

@@ -136,7 +136,7 @@ class PermanovaTermsResult:
         raise KeyError(f"no row for term {term!r}; tested terms: {[r.term for r in self.rows]}")
 
     def to_polars(self) -> pl.DataFrame:
-        """One table: a row per term, then "Residual" and "Total" (null F, ω² and p there), as adonis2 prints."""
+        """One table: a row per term, then "Residual" and "Total" (NaN F, ω² and p there), as adonis2 prints."""
         import polars as pl
 
         nan = float("nan")

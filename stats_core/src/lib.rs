@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 pub mod simd;
 
 pub mod bootstrap;
+pub mod cell_sums;
 pub mod cluster;
 pub mod factored;
 pub mod kendall;
@@ -27,5 +28,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("build_profile", if cfg!(debug_assertions) { "debug" } else { "release" })?;
     kendall::register(m)?;
     py::register(m)?;
+    cell_sums::register(m)?;
     Ok(())
 }

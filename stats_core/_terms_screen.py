@@ -1,0 +1,139 @@
+"""Counting a multi-term PERMANOVA's permutations: exactly, or screened by a low-rank factor of Gower's matrix.
+
+Each tested term's F under a permutation comes from per-vector sums of squares f_a = v_aᵀ Z_πᵀ G Z_π v_a
+(``_terms_model``). Exactly, they take one O(n²) pass over the squared distances (``cell_pair_sums``).
+When G = −½ J D² J has low rank — Euclidean distances between points in few dimensions, as hofcat's item
+or dimension profiles are — the pivoted Cholesky factor G ≈ Y Yᵀ of the one-way PERMANOVA's screen
+(``_screen.gower_factor``, k ≤ 48 columns) gives f_a ≈ ‖(Z_π v_a)ᵀ Y‖² in O(n·k) per permutation
+(``cell_factor_sums``). The residual E = G − Y Yᵀ is measured entry by entry (max |E_ij| = ε), so
+|f_a − f̃_a| = |(Z v_a)ᵀ E (Z v_a)| ≤ ε (Σ_c n_c |v_ac|)², plus an allowance for rounding. That bounds
+every term's SS and the residual SS, hence an interval for each F; a permutation whose interval does not
+straddle a term's threshold is decided by the screen, the rest are recomputed exactly. The count is
+therefore the exact count, whichever path decided it, on every backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+
+from stats_core import _resample, _screen, _terms_model
+
+# Doubles of per-permutation sums (C × C bins, or C × k factor sums) held at once: 16 MiB, whatever the design.
+CHUNK_VALUES = 1 << 21
+
+
+@dataclass(frozen=True)
+class Model:
+    """The tested terms as signed sums of per-vector SS, and what turns them into F."""
+
+    vectors: np.ndarray  # (C, m) every model's basis vectors, the full model's first
+    signs: np.ndarray  # (m, T) term t's SS = Σ_a signs[a, t] f_a
+    rank: int  # the full model's vectors are the first `rank`
+    df: np.ndarray  # (T,) the rank each tested term adds
+    df_residual: int
+    ss_total: float
+
+    def stats(self, forms: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(SS per term, residual SS, F per term) from per-vector SS forms (…, m); NaN F where df is 0."""
+        gains = np.where(self.df == 0, 0.0, forms @ self.signs)
+        residual = self.ss_total - forms[..., : self.rank].sum(axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = np.where(self.df == 0, np.nan, (gains / self.df) / (residual[..., None] / self.df_residual))
+        return gains, residual, f
+
+    def exact_forms(self, kernels: ModuleType, squares: np.ndarray, rows: np.ndarray, cells: int) -> np.ndarray:
+        """Per-vector SS (rows, m) from the exact between-cell sums of the squared distances, CHUNK_VALUES
+        sums at a time."""
+        step = max(1, CHUNK_VALUES // max(cells * cells, 1))
+        parts = [
+            _terms_model.model_ss(
+                kernels.cell_pair_sums(squares, np.ascontiguousarray(rows[s : s + step]), cells), self.vectors
+            )
+            for s in range(0, rows.shape[0], step)
+        ]
+        return np.concatenate(parts) if parts else np.zeros((0, self.vectors.shape[1]))
+
+
+@dataclass(frozen=True)
+class FactorScreen:
+    """G ≈ Y Yᵀ with the bound on each per-vector SS's error."""
+
+    factor: np.ndarray  # (n, k)
+    errors: np.ndarray  # (m,) bound on |f̃_a − f_a|
+
+
+def factor_screen(
+    kernels: ModuleType, distances: np.ndarray, n: int, model: Model, cell_sizes: np.ndarray
+) -> FactorScreen | None:
+    """The screen when Gower's matrix has a low-rank factor with a small measured residual, else None."""
+    codes, inverse = np.zeros(n, dtype=np.int32), np.array([1.0 / n])
+    _, total, largest, row_sums, _ = kernels.permanova_observed(distances, codes, inverse)
+    found = _screen.gower_factor(distances, row_sums, total)
+    if found is None:
+        return None
+    factor = found[0]
+    means, grand = row_sums / n, 2.0 * total / (n * n)
+    diagonal = np.abs(means - grand / 2.0 - np.einsum("ik,ik->i", factor, factor)).max()
+    worst = max(float(kernels.gower_residual(distances, factor, means, grand)), float(diagonal))
+    weights = (cell_sizes[:, None] * np.abs(model.vectors)).sum(axis=0) ** 2  # ≤ n: Σ n_c v_c² = 1
+    errors = (worst + _screen.ENTRY_RTOL * largest) * weights + _screen.SUM_RTOL * model.ss_total
+    if not errors.sum() <= _screen.USEFUL_RTOL * model.ss_total:  # also False for NaN
+        return None
+    return FactorScreen(factor, errors)
+
+
+def count_block(
+    kernels: ModuleType,
+    model: Model,
+    screen: FactorScreen | None,
+    squares: np.ndarray,
+    rows: np.ndarray,
+    cells: int,
+    observed: np.ndarray,
+) -> np.ndarray:
+    """Per tested term, the permutations among label rows (P, n) whose F is at least ``observed``'s (ties in
+    TIE_RTOL, as ``_resample.count_at_least``); 0 for a term with df 0. Memory: CHUNK_VALUES sums at a time."""
+    step = max(1, CHUNK_VALUES // max(cells * (screen.factor.shape[1] if screen is not None else cells), 1))
+    counts = np.zeros(len(model.df), dtype=np.int64)
+    for start in range(0, rows.shape[0], step):
+        chunk = np.ascontiguousarray(rows[start : start + step])
+        counts += _count_chunk(kernels, model, screen, squares, chunk, cells, observed)
+    return counts
+
+
+def _count_chunk(
+    kernels: ModuleType,
+    model: Model,
+    screen: FactorScreen | None,
+    squares: np.ndarray,
+    rows: np.ndarray,
+    cells: int,
+    observed: np.ndarray,
+) -> np.ndarray:
+    """``count_block`` for one chunk of label rows."""
+    tested = model.df > 0
+    with np.errstate(invalid="ignore"):
+        threshold = np.where(np.isposinf(observed), np.inf, observed - _resample.TIE_RTOL * np.abs(observed))
+    if screen is None or not np.isfinite(observed[tested]).all():
+        exact = model.stats(model.exact_forms(kernels, squares, rows, cells))[2]
+        return np.where(tested, (exact >= threshold).sum(axis=0), 0)
+    sums = kernels.cell_factor_sums(screen.factor, rows, cells)
+    projected = np.matmul(model.vectors.T, sums)  # (P, m, k): (Z_π v_a)ᵀ Y
+    gains, residual, _ = model.stats((projected * projected).sum(axis=-1))
+    gain_error = screen.errors @ np.abs(model.signs)
+    residual_error = screen.errors[: model.rank].sum()
+    scale = model.df_residual / np.where(tested, model.df, 1)
+    low_den, high_den = residual - residual_error, residual + residual_error
+    with np.errstate(divide="ignore", invalid="ignore"):
+        corners = [(gains + s * gain_error) * scale / den[:, None] for s in (-1, 1) for den in (low_den, high_den)]
+    low, high = np.minimum.reduce(corners), np.maximum.reduce(corners)
+    decided = (low_den > 0)[:, None] & ((low >= threshold) | (high < threshold))
+    unsure = ~decided[:, tested].all(axis=1)
+    counts = (decided & (low >= threshold) & ~unsure[:, None]).sum(axis=0)
+    if unsure.any():
+        exact = model.stats(model.exact_forms(kernels, squares, np.ascontiguousarray(rows[unsure]), cells))[2]
+        counts = counts + (exact >= threshold).sum(axis=0)
+    return np.where(tested, counts, 0)

@@ -1,0 +1,178 @@
+//! The kernel of the multi-term PERMANOVA (`stats_core.permanova_terms`): for each permutation of the cell
+//! labels, the sums of squared distances between every ordered pair of cells,
+//! U[a][b] = Σ_{i<j, cell_i = a, cell_j = b} d²_ij. Every term's sum of squares is then a small quadratic
+//! form in U (Python side), so one pass over the distances serves all terms.
+//!
+//! `cell_factor_sums` is the same for a low-rank factor Y of Gower's matrix (G ≈ Y Yᵀ): the cells' sums of
+//! the rows of Y, O(n·k) per permutation, which screens most permutations (`stats_core/_terms_screen.py`).
+//!
+//! Permutations go LANES at a time over the condensed distances (each distance loaded once per group and
+//! added to LANES accumulators). Each permutation's bins accumulate in condensed order, alone: the sums are
+//! bit-identical to the numpy and numba kernels and do not depend on the number of threads.
+use numpy::{IntoPyArray, PyArray3, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use rayon::prelude::*;
+
+/// Permutations that share one pass over the distances.
+pub const LANES: usize = 16;
+
+/// U (rows × cells × cells, row-major) for `labels` (rows × n cell codes, each < cells) and the condensed
+/// squared distances `squares` (n(n−1)/2, row-major i < j).
+pub fn cell_pair_sums(squares: &[f64], labels: &[u32], n: usize, cells: usize) -> Vec<f64> {
+    let rows = labels.len().checked_div(n).unwrap_or(0);
+    let bins = cells * cells;
+    let mut out = vec![0.0; rows * bins];
+    out.par_chunks_mut(LANES * bins).enumerate().for_each(|(g, sums)| {
+        let lanes = sums.len() / bins;
+        // Labels of this group's permutations as [object][lane], pre-multiplied by `cells` for the row side.
+        let mut packed = vec![0u32; n * lanes];
+        for (q, row) in labels[g * LANES * n..].chunks_exact(n).take(lanes).enumerate() {
+            for (j, &c) in row.iter().enumerate() {
+                packed[j * lanes + q] = c;
+            }
+        }
+        let mut k = 0;
+        for i in 0..n {
+            let own = &packed[i * lanes..(i + 1) * lanes];
+            let bases: Vec<usize> = own.iter().enumerate().map(|(q, &c)| q * bins + c as usize * cells).collect();
+            let row = &squares[k..k + (n - i - 1)];
+            for (&d, other) in row.iter().zip(packed[(i + 1) * lanes..].chunks_exact(lanes)) {
+                for (&base, &c) in bases.iter().zip(other) {
+                    sums[base + c as usize] += d;
+                }
+            }
+            k += n - i - 1;
+        }
+    });
+    out
+}
+
+/// Adds each object's factor row (n × k, row-major) to its cell's sums (cells × k), objects in index order.
+#[inline(always)]
+fn factor_sums_body(factor: &[f64], k: usize, row: &[u32], sums: &mut [f64]) {
+    for (y, &c) in factor.chunks_exact(k).zip(row) {
+        let cell = &mut sums[c as usize * k..(c as usize + 1) * k];
+        for (a, b) in cell.iter_mut().zip(y) {
+            *a += b;
+        }
+    }
+}
+
+crate::multiversion! {
+    fn factor_sums(factor: &[f64], k: usize, row: &[u32], sums: &mut [f64]) => factor_sums_body
+}
+
+/// M (rows × cells × k, row-major): for each label row, the sum of the factor's rows (n × k, row-major) over
+/// the objects of each cell, objects in index order (bit-identical to the numpy and numba kernels).
+pub fn cell_factor_sums(factor: &[f64], k: usize, labels: &[u32], n: usize, cells: usize) -> Vec<f64> {
+    let rows = labels.len().checked_div(n).unwrap_or(0);
+    let mut out = vec![0.0; rows * cells * k];
+    if k == 0 {
+        return out;
+    }
+    out.par_chunks_mut(cells * k)
+        .zip(labels.par_chunks(n.max(1)))
+        .with_min_len(8)
+        .for_each(|(sums, row)| factor_sums(factor, k, row, sums));
+    out
+}
+
+/// Checked cell label rows (rows × n, each code below `cells`) as u32.
+fn cell_labels(cell_rows: &PyReadonlyArray2<'_, i32>, cells: usize) -> PyResult<Vec<u32>> {
+    let lab = cell_rows.as_slice().map_err(|_| PyValueError::new_err("cell_rows: must be C-contiguous"))?;
+    if let Some(c) = lab.iter().find(|&&c| c < 0 || c as usize >= cells) {
+        return Err(PyValueError::new_err(format!("cell_rows: code {c} outside 0..{cells}")));
+    }
+    Ok(lab.iter().map(|&c| c as u32).collect())
+}
+
+#[pyfunction(name = "cell_factor_sums")]
+fn cell_factor_sums_py<'py>(
+    py: Python<'py>,
+    factor: PyReadonlyArray2<'py, f64>,
+    cell_rows: PyReadonlyArray2<'py, i32>,
+    cells: usize,
+) -> PyResult<Bound<'py, PyArray3<f64>>> {
+    let y = factor.as_slice().map_err(|_| PyValueError::new_err("factor: must be C-contiguous"))?;
+    let (n, k) = (factor.shape()[0], factor.shape()[1]);
+    let (rows, columns) = (cell_rows.shape()[0], cell_rows.shape()[1]);
+    if columns != n {
+        return Err(PyValueError::new_err(format!("cell_rows: {columns} columns but the factor has {n} rows")));
+    }
+    let lab = cell_labels(&cell_rows, cells)?;
+    let out = py.detach(|| cell_factor_sums(y, k, &lab, n, cells));
+    out.into_pyarray(py).reshape([rows, cells, k])
+}
+
+#[pyfunction(name = "cell_pair_sums")]
+fn cell_pair_sums_py<'py>(
+    py: Python<'py>,
+    squares: PyReadonlyArray1<'py, f64>,
+    cell_rows: PyReadonlyArray2<'py, i32>,
+    cells: usize,
+) -> PyResult<Bound<'py, PyArray3<f64>>> {
+    let sq = squares.as_slice().map_err(|_| PyValueError::new_err("squares: must be C-contiguous"))?;
+    let (rows, n) = (cell_rows.shape()[0], cell_rows.shape()[1]);
+    let pairs = n * n.saturating_sub(1) / 2;
+    if sq.len() != pairs {
+        return Err(PyValueError::new_err(format!("squares: {} values, but n = {n} needs {pairs}", sq.len())));
+    }
+    let lab = cell_labels(&cell_rows, cells)?;
+    let out = py.detach(|| cell_pair_sums(sq, &lab, n, cells));
+    out.into_pyarray(py).reshape([rows, cells, cells])
+}
+
+/// Adds `cell_pair_sums` to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(cell_pair_sums_py, m)?)?;
+    m.add_function(wrap_pyfunction!(cell_factor_sums_py, m)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The definition, pair by pair, for one permutation.
+    fn direct(squares: &[f64], labels: &[u32], n: usize, cells: usize) -> Vec<f64> {
+        let mut out = vec![0.0; cells * cells];
+        let mut k = 0;
+        for i in 0..n {
+            for j in i + 1..n {
+                out[labels[i] as usize * cells + labels[j] as usize] += squares[k];
+                k += 1;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_lane_equals_the_pairwise_definition_bit_for_bit() {
+        let (n, cells, rows) = (11, 3, 2 * LANES + 5);
+        let squares: Vec<f64> = (0..n * (n - 1) / 2).map(|k| ((k * 37 % 101) as f64).sqrt()).collect();
+        let labels: Vec<u32> = (0..rows * n).map(|k| ((k * 7 + k / n) % cells) as u32).collect();
+        let got = cell_pair_sums(&squares, &labels, n, cells);
+        for p in 0..rows {
+            let want = direct(&squares, &labels[p * n..(p + 1) * n], n, cells);
+            assert_eq!(&got[p * cells * cells..(p + 1) * cells * cells], &want[..], "permutation {p}");
+        }
+    }
+
+    #[test]
+    fn factor_sums_add_each_cells_rows_in_object_order() {
+        let (n, k, cells) = (9, 2, 3);
+        let factor: Vec<f64> = (0..n * k).map(|v| (v as f64 * 0.37).sin()).collect();
+        let labels: Vec<u32> = (0..2 * n).map(|v| (v * 5 % cells) as u32).collect();
+        let got = cell_factor_sums(&factor, k, &labels, n, cells);
+        for p in 0..2 {
+            let mut want = vec![0.0; cells * k];
+            for i in 0..n {
+                let c = labels[p * n + i] as usize;
+                for m in 0..k {
+                    want[c * k + m] += factor[i * k + m];
+                }
+            }
+            assert_eq!(&got[p * cells * k..(p + 1) * cells * k], &want[..]);
+        }
+    }
+}
