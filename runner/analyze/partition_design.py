@@ -3,7 +3,8 @@
 A *factor* here is a design column of the answers (runner/analyze/design.py) or a unit column (seed, simulated
 identity), plus ``country`` (the respondent's country: the persona's, or the prompt language's without one).
 ``shuffled`` and ``reversed`` are one factor, ``option_order``. Each factor has a role — the intended cultural
-factor (``country``), the respondent's other attributes, the model, the prompt's design, or the replicate (seed) —
+factor (``country``), the respondent's other attributes, the model, the prompt's design, the replicate (seed), or
+other (``run``, when several runs are analysed together) —
 and the roles fix the order in which factors are admitted and the order of the sequential sums of squares.
 
 Before any statistic, the factors are checked against each other on the profiles actually used:
@@ -27,7 +28,7 @@ import numpy as np
 __all__ = ["ROLES", "Term", "Terms", "admit_terms", "role_of"]
 
 # Role of each known factor; any other column is part of the prompt's design. Order = admission priority.
-ROLES = ("cultural", "model", "respondent", "prompt design", "replicate")
+ROLES = ("cultural", "model", "respondent", "prompt design", "replicate", "other")
 _ROLE_OF = {
     "country": "cultural",
     "model": "model",
@@ -37,6 +38,7 @@ _ROLE_OF = {
     "gender": "respondent",
     "age": "respondent",
     "seed": "replicate",
+    "run": "other",  # several runs analysed together (runner/analyze/combine.py): neither culture nor prompt
 }
 # Columns read together as one factor (the loader derives both from the option order of each cell).
 COMPOSITES = {"option_order": ("shuffled", "reversed")}
