@@ -187,3 +187,20 @@ def test_cli_analyze_writes_the_partition_and_the_api_returns_it_equal(tmp_path)
     page = (run / "report" / "index.html").read_text(encoding="utf-8")
     assert "<h2>Variance partition</h2>" in page and "country explains" in page
     assert (run / "report" / "figures" / "variance_partition.svg").exists()
+
+
+def test_no_complete_profile_is_a_note_not_a_traceback():
+    import numpy as np
+
+    empty = UnitArray(
+        pl.DataFrame({"language": ["en", "zh"]}),
+        ("China",),
+        pl.DataFrame({"seed": [1]}),
+        np.full((2, 1, 1, 24), np.nan),
+    )
+    table = variance_partition(empty)
+    assert (
+        table.filter(pl.col("term") == "(all)")["note"].to_list()
+        == ["no factor varies among the profiles: nothing to partition"] * 2
+    )
+    assert partition_headline(table)["verdict"].to_list() == ["not comparable", "not comparable"]

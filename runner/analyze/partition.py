@@ -105,8 +105,10 @@ def _scopes(columns: dict[str, list[object]], n: int) -> list[_Scope]:
 
 
 def _standardised(x: np.ndarray) -> np.ndarray:
-    """Columns z-scored over the rows (ddof 1); constant columns dropped."""
-    sd = x.std(axis=0, ddof=1) if len(x) > 1 else np.zeros(x.shape[1])
+    """Columns z-scored over the rows (ddof 1); constant columns dropped (all of them below two rows)."""
+    if len(x) < 2:
+        return x[:, :0]
+    sd = x.std(axis=0, ddof=1)
     keep = sd > 1e-12 * np.maximum(1.0, np.abs(x).max(axis=0))
     return (x[:, keep] - x[:, keep].mean(axis=0)) / sd[keep]
 
