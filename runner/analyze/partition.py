@@ -37,6 +37,7 @@ import stats_core
 from runner.analyze.partition_design import Terms, admit_terms
 from runner.analyze.units import UnitArray
 from runner.score.indices import indices_from_means
+from stats_core.errors import InvalidInputError
 
 __all__ = ["PARTITION_COLUMNS", "partition_headline", "variance_partition"]
 
@@ -159,7 +160,7 @@ def _affordable(terms: Terms, n: int, permutations: int) -> int:
     if not terms.terms:
         return permutations
     cells = len(set(zip(*(t.codes.tolist() for t in terms.terms), strict=True)))
-    rank = sum(t.unique_df for t in terms.terms)
+    rank = terms.rank
     cost = n * n / 2 + cells * cells * rank * (len(terms.terms) + 1)
     return max(1, min(permutations, int(WORK // cost)))
 
@@ -189,7 +190,7 @@ def _scope_rows(
         "blocks": scope.blocks or "none",
     }
     refused = [{**base, "term": f, "note": why} for f, why in terms.refused.items()]
-    df_model = sum(t.unique_df for t in terms.terms)  # == rank − 1 when no term is partly confounded
+    df_model = terms.rank
     df_residual = n - 1 - df_model
     problem = None
     if not terms.terms:
@@ -204,9 +205,12 @@ def _scope_rows(
     factors = {f"t{i}": t.codes for i, t in enumerate(terms.terms)}
     results = {}
     for by, count in (("margin", perms), ("terms", 0)):  # the sequential shares are not tested: no permutations
-        result = stats_core.permanova_terms(
-            distances, factors, list(factors), by=by, permutations=count, seed=seed, strata=blocks
-        )
+        try:
+            result = stats_core.permanova_terms(
+                distances, factors, list(factors), by=by, permutations=count, seed=seed, strata=blocks
+            )
+        except InvalidInputError as exc:  # a design the checks above did not foresee: said, not raised
+            return [{**base, "term": "(all)", "note": f"not partitioned: {exc}"}, *refused]
         results[by] = {row["term"]: row for row in result.to_polars().to_dicts()}
     out = []
     for i, term in enumerate(terms.terms):

@@ -72,6 +72,7 @@ class Terms:
 
     terms: tuple[Term, ...]
     refused: dict[str, str] = field(default_factory=dict)  # factor → why it is not a term
+    rank: int = 0  # columns of the full design beyond the intercept (its model df)
 
 
 def _codes(values: Sequence[object]) -> np.ndarray:
@@ -158,7 +159,7 @@ def admit_terms(columns: Mapping[str, Sequence[object]]) -> Terms:
     for i, (name, codes, cols, note) in enumerate(admitted):
         unique = full - _rank([*blocks[:i], *blocks[i + 1 :]], n)
         terms.append(Term("/".join(cols), role_of(name), codes, cols, unique, note))
-    return Terms(tuple(terms), refused)
+    return Terms(tuple(terms), refused, max(0, full - 1))
 
 
 def _join(a: str, b: str) -> str:
