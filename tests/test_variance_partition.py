@@ -204,3 +204,23 @@ def test_no_complete_profile_is_a_note_not_a_traceback():
         == ["no factor varies among the profiles: nothing to partition"] * 2
     )
     assert partition_headline(table)["verdict"].to_list() == ["not comparable", "not comparable"]
+
+
+def test_a_partly_confounded_factor_is_kept_with_a_note_and_its_share_is_still_exact():
+    config = SimConfig(seed=9, effects={"language": 0.3})
+    crossed = simulated_answers(
+        config, {"language": ["en", "zh"], "option_labels": ["digits", "letters"]}, seeds=(1, 2)
+    )
+    # Arabic was asked with word labels only, and only Arabic was: the two share that column
+    arabic = simulated_answers(config, {"language": ["ar"], "option_labels": ["words"]}, seeds=(1, 2))
+    answers = pl.concat([crossed, arabic])
+    table = variance_partition(_units(answers), permutations=19, seed=1)
+    terms = _terms(table)
+    kept = terms.filter(pl.col("term") == "option_labels").row(0, named=True)
+    assert kept["df"] == 1 and "partly confounded: 1 of 2 df its own" in kept["note"]
+    wide = _profiles(answers, ["language", "option_labels"])
+    z = standardised(wide.select([str(q) for q in range(1, 25)]).to_numpy())
+    expected = shares(z, {t: wide[t].to_list() for t in terms["term"]})
+    for row in terms.iter_rows(named=True):
+        assert row["r2"] == pytest.approx(expected[row["term"]]["margin"], rel=1e-9, abs=1e-12)
+        assert row["r2_sequential"] == pytest.approx(expected[row["term"]]["sequential"], rel=1e-9, abs=1e-12)
