@@ -224,3 +224,23 @@ def test_a_partly_confounded_factor_is_kept_with_a_note_and_its_share_is_still_e
     for row in terms.iter_rows(named=True):
         assert row["r2"] == pytest.approx(expected[row["term"]]["margin"], rel=1e-9, abs=1e-12)
         assert row["r2_sequential"] == pytest.approx(expected[row["term"]]["sequential"], rel=1e-9, abs=1e-12)
+
+
+def test_model_names_from_a_spec_are_figure_text_in_the_partition_figure():
+    import io
+
+    from runner.report.figures import RC, pyplot
+    from runner.report.partition import partition_figure
+
+    hostile = ["<b>m1</b>", "$\\frac{1}{2}$"]
+    answers = simulated_answers(SimConfig(seed=10), {"model": hostile, "language": ["en", "zh"]}, seeds=(1, 2))
+    table = variance_partition(_units(answers), permutations=19, seed=1)
+    plt = pyplot()
+    with plt.rc_context(RC):
+        plot = partition_figure(table)
+        assert plot is not None and set(plot.shows) == {"all", *(f"model={m}" for m in hostile)}
+        buffer = io.BytesIO()
+        plot.fig.savefig(buffer, format="svg")  # mathtext would fail on (or render) the dollars
+        plt.close(plot.fig)
+    svg = buffer.getvalue().decode()
+    assert "model=&lt;b&gt;m1&lt;/b&gt;" in svg and "$\\frac{1}{2}$" in svg
