@@ -10,6 +10,7 @@ __all__ = [
     "bootstrap_kendall",
     "build_profile",
     "cell_factor_sums",
+    "cell_forms",
     "cell_pair_sums",
     "cluster_spread",
     "gower_residual",
@@ -74,4 +75,7 @@ def cell_pair_sums(
 ) -> npt.NDArray[np.float64]: ...
 def cell_factor_sums(
     factor: npt.NDArray[np.float64], cell_rows: npt.NDArray[np.int32], cells: int
+) -> npt.NDArray[np.float64]: ...
+def cell_forms(
+    squares: npt.NDArray[np.float64], cell_rows: npt.NDArray[np.int32], vectors: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.float64]: ...

@@ -47,3 +47,35 @@ def _cell_factor_sums(factor, cell_rows, cells):
 def cell_factor_sums(factor: np.ndarray, cell_rows: np.ndarray, cells: int) -> np.ndarray:
     """(rows, cells, k) sums of the factor's rows (n, k) over the cells of each row (see _reference_terms)."""
     return _cell_factor_sums(np.ascontiguousarray(factor, np.float64), np.ascontiguousarray(cell_rows, np.int32), cells)
+
+
+@numba.njit(cache=True, parallel=True, nogil=True)
+def _cell_forms(squares, cell_rows, vectors):
+    rows, n = cell_rows.shape
+    m = vectors.shape[1]
+    out = np.zeros((rows, m))
+    for p in numba.prange(rows):
+        labels = cell_rows[p]
+        partial = np.empty(m)
+        k = 0
+        for i in range(n):
+            partial[:] = 0.0
+            for j in range(i + 1, n):
+                d = squares[k]
+                c = labels[j]
+                for a in range(m):
+                    partial[a] += d * vectors[c, a]
+                k += 1
+            own = labels[i]
+            for a in range(m):
+                out[p, a] += vectors[own, a] * partial[a]
+    return out
+
+
+def cell_forms(squares: np.ndarray, cell_rows: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """(rows, m) quadratic forms Σ_{i<j} squares_ij w_i w_j of each vector over the cells (see _reference_terms)."""
+    return _cell_forms(
+        np.ascontiguousarray(squares, np.float64),
+        np.ascontiguousarray(cell_rows, np.int32),
+        np.ascontiguousarray(vectors, np.float64),
+    )

@@ -34,3 +34,22 @@ def cell_factor_sums(factor: np.ndarray, cell_rows: np.ndarray, cells: int) -> n
     for p in range(cell_rows.shape[0]):
         np.add.at(out[p], cell_rows[p], factor)
     return out
+
+
+def cell_forms(squares: np.ndarray, cell_rows: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """(rows, m): F[p, a] = Σ_{i<j} squares_ij · w_i · w_j with w = vectors[cell_rows[p], a] (vectors (C, m)).
+
+    Per row i the partial sums r = Σ_{j>i} squares_ij · w_j run over j in order, then F += w_i · r over i in
+    order — the order of every backend (products rounded before each addition, no fused multiply-add).
+    """
+    rows, n = cell_rows.shape
+    out = np.zeros((rows, vectors.shape[1]))
+    start = 0
+    for i in range(n - 1):
+        stop = start + n - i - 1
+        for p in range(rows):
+            w = vectors[cell_rows[p]]
+            partial = np.cumsum(squares[start:stop, None] * w[i + 1 :], axis=0)[-1]
+            out[p] += w[i] * partial
+        start = stop
+    return out

@@ -141,7 +141,7 @@ def basis(terms: Sequence[tuple[str, ...]], model: Sequence[tuple[str, ...]], fa
             kept.append(residual / left)
             owner.append(t)
     vectors = np.array(kept).T / root[:, None] if kept else np.zeros((len(w), 0))
-    return Basis(vectors.reshape(len(w), len(kept)), np.array(owner, dtype=np.int64))
+    return Basis(np.ascontiguousarray(vectors.reshape(len(w), len(kept))), np.array(owner, dtype=np.int64))
 
 
 def model_ss(pair_sums: np.ndarray, vectors: np.ndarray) -> np.ndarray:

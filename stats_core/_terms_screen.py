@@ -45,8 +45,12 @@ class Model:
         return gains, residual, f
 
     def exact_forms(self, kernels: ModuleType, squares: np.ndarray, rows: np.ndarray, cells: int) -> np.ndarray:
-        """Per-vector SS (rows, m) from the exact between-cell sums of the squared distances, CHUNK_VALUES
-        sums at a time."""
+        """Per-vector SS (rows, m), exactly: from the between-cell sums of the squared distances (C × C bins,
+        CHUNK_VALUES at a time), or — where the C²·m quadratic-form work would exceed the n²/2 pass, i.e. with
+        many occupied cells — as −Σ_{i<j} d²_ij w_i w_j in object space (``cell_forms``, O(n²·m))."""
+        n, m = rows.shape[1], self.vectors.shape[1]
+        if cells * cells * m > n * (n - 1) // 2:
+            return -kernels.cell_forms(squares, np.ascontiguousarray(rows), np.ascontiguousarray(self.vectors))
         step = max(1, CHUNK_VALUES // max(cells * cells, 1))
         parts = [
             _terms_model.model_ss(
@@ -54,7 +58,7 @@ class Model:
             )
             for s in range(0, rows.shape[0], step)
         ]
-        return np.concatenate(parts) if parts else np.zeros((0, self.vectors.shape[1]))
+        return np.concatenate(parts) if parts else np.zeros((0, m))
 
 
 @dataclass(frozen=True)

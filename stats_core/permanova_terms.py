@@ -16,7 +16,9 @@ or by="margin" with the others) has df 0, SS 0 and NaN F, ω² and p (vegan drop
 
 Cost: one pass over the n(n−1)/2 squared distances per permutation accumulates the C × C sums between cells
 (C = occupied level combinations), after which every term's SS is a quadratic form in C-vectors
-(``_terms_model``): the cost of all terms together is about that of one single-term PERMANOVA pass.
+(``_terms_model``): all terms together cost about one single-term pass. Where Gower's matrix has a low-rank
+factor (Euclidean profiles) a screen decides most permutations in O(n·k) and recomputes the rest exactly
+(``_terms_screen``); the counts, hence the p-values, are exact either way and identical on every backend.
 """
 
 from __future__ import annotations

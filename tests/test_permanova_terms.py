@@ -440,3 +440,28 @@ def test_a_design_with_almost_one_object_per_cell(monkeypatch):
         assert row.f == pytest.approx(direct[row.term], rel=1e-10)
     monkeypatch.setattr(_terms_screen, "CHUNK_VALUES", 1)
     assert stats_core.permanova_terms(d, factors, permutations=99, seed=2) == whole
+
+
+@pytest.mark.parametrize("backend", ["native", "numba"])
+def test_object_space_forms_are_bit_identical_and_equal_the_cell_sums_forms(backend):
+    """cell_forms (many cells) equals −½ vᵀ B v from cell_pair_sums to rounding, and the reference bit for bit."""
+    from stats_core import _terms_model
+
+    rng = np.random.default_rng(3)
+    n, cells = 40, 7
+    squares = rng.random(n * (n - 1) // 2)
+    rows = rng.integers(0, cells, size=(9, n)).astype(np.int32)
+    vectors = rng.normal(size=(cells, 4))
+    reference = stats_core._backend.kernels("numpy").cell_forms(squares, rows, vectors)
+    assert np.array_equal(stats_core._backend.kernels(backend).cell_forms(squares, rows, vectors), reference)
+    pair_sums = stats_core._backend.kernels("numpy").cell_pair_sums(squares, rows, cells)
+    np.testing.assert_allclose(-reference, _terms_model.model_ss(pair_sums, vectors), rtol=1e-10)
+
+
+def test_the_compiled_kernels_refuse_fortran_ordered_arrays():
+    native = stats_core._backend.kernels("native")
+    squares, rows = np.ones(6), np.zeros((2, 4), dtype=np.int32)
+    with pytest.raises(ValueError, match="vectors: must be C-contiguous"):
+        native.cell_forms(squares, rows, np.asfortranarray(np.ones((3, 2))))
+    with pytest.raises(ValueError, match="factor: must be C-contiguous"):
+        native.cell_factor_sums(np.asfortranarray(np.ones((4, 2))), rows, 1)

@@ -9,7 +9,9 @@
 //! Permutations go LANES at a time over the condensed distances (each distance loaded once per group and
 //! added to LANES accumulators). Each permutation's bins accumulate in condensed order, alone: the sums are
 //! bit-identical to the numpy and numba kernels and do not depend on the number of threads.
-use numpy::{IntoPyArray, PyArray3, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::{
+    IntoPyArray, PyArray2, PyArray3, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods,
+};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rayon::prelude::*;
@@ -78,9 +80,77 @@ pub fn cell_factor_sums(factor: &[f64], k: usize, labels: &[u32], n: usize, cell
     out
 }
 
+/// Σ_{i<j} d²_ij · w_i · w_j for one label row: per row i the partial sums over j in order, then added over i
+/// in order; products rounded before each addition (no fused multiply-add), as the numpy and numba kernels.
+#[inline(always)]
+fn forms_body(squares: &[f64], w: &[f64], m: usize, partial: &mut [f64], out: &mut [f64]) {
+    let n = w.len() / m;
+    let mut k = 0;
+    for i in 0..n {
+        partial.fill(0.0);
+        for (&d, wj) in squares[k..k + (n - i - 1)].iter().zip(w[(i + 1) * m..].chunks_exact(m)) {
+            for (p, &x) in partial.iter_mut().zip(wj) {
+                *p += d * x;
+            }
+        }
+        k += n - i - 1;
+        for ((o, &p), &x) in out.iter_mut().zip(partial.iter()).zip(&w[i * m..(i + 1) * m]) {
+            *o += x * p;
+        }
+    }
+}
+
+crate::multiversion! {
+    fn forms(squares: &[f64], w: &[f64], m: usize, partial: &mut [f64], out: &mut [f64]) => forms_body
+}
+
+/// F (rows × m, row-major): for each label row the quadratic forms Σ_{i<j} d²_ij w_i w_j of the m vectors
+/// (cells × m, row-major) read at the objects' cells — the exact per-vector sums of squares in object space, for
+/// designs with many cells.
+pub fn cell_forms(squares: &[f64], labels: &[u32], n: usize, vectors: &[f64], m: usize) -> Vec<f64> {
+    let rows = labels.len().checked_div(n).unwrap_or(0);
+    let mut out = vec![0.0; rows * m];
+    if m == 0 {
+        return out;
+    }
+    out.par_chunks_mut(m).zip(labels.par_chunks(n.max(1))).for_each(|(f, row)| {
+        let w: Vec<f64> = row.iter().flat_map(|&c| &vectors[c as usize * m..(c as usize + 1) * m]).copied().collect();
+        let mut partial = vec![0.0; m];
+        forms(squares, &w, m, &mut partial, f);
+    });
+    out
+}
+
+#[pyfunction(name = "cell_forms")]
+fn cell_forms_py<'py>(
+    py: Python<'py>,
+    squares: PyReadonlyArray1<'py, f64>,
+    cell_rows: PyReadonlyArray2<'py, i32>,
+    vectors: PyReadonlyArray2<'py, f64>,
+) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let sq = squares.as_slice().map_err(|_| PyValueError::new_err("squares: must be C-contiguous"))?;
+    // as_slice also accepts a Fortran-ordered array, whose values would be read in the wrong order
+    if !vectors.is_c_contiguous() {
+        return Err(PyValueError::new_err("vectors: must be C-contiguous"));
+    }
+    let v = vectors.as_slice()?;
+    let (cells, m) = (vectors.shape()[0], vectors.shape()[1]);
+    let (rows, n) = (cell_rows.shape()[0], cell_rows.shape()[1]);
+    let pairs = n * n.saturating_sub(1) / 2;
+    if sq.len() != pairs {
+        return Err(PyValueError::new_err(format!("squares: {} values, but n = {n} needs {pairs}", sq.len())));
+    }
+    let lab = cell_labels(&cell_rows, cells)?;
+    let out = py.detach(|| cell_forms(sq, &lab, n, v, m));
+    out.into_pyarray(py).reshape([rows, m])
+}
+
 /// Checked cell label rows (rows × n, each code below `cells`) as u32.
 fn cell_labels(cell_rows: &PyReadonlyArray2<'_, i32>, cells: usize) -> PyResult<Vec<u32>> {
-    let lab = cell_rows.as_slice().map_err(|_| PyValueError::new_err("cell_rows: must be C-contiguous"))?;
+    if !cell_rows.is_c_contiguous() {
+        return Err(PyValueError::new_err("cell_rows: must be C-contiguous"));
+    }
+    let lab = cell_rows.as_slice()?;
     if let Some(c) = lab.iter().find(|&&c| c < 0 || c as usize >= cells) {
         return Err(PyValueError::new_err(format!("cell_rows: code {c} outside 0..{cells}")));
     }
@@ -94,7 +164,10 @@ fn cell_factor_sums_py<'py>(
     cell_rows: PyReadonlyArray2<'py, i32>,
     cells: usize,
 ) -> PyResult<Bound<'py, PyArray3<f64>>> {
-    let y = factor.as_slice().map_err(|_| PyValueError::new_err("factor: must be C-contiguous"))?;
+    if !factor.is_c_contiguous() {
+        return Err(PyValueError::new_err("factor: must be C-contiguous"));
+    }
+    let y = factor.as_slice()?;
     let (n, k) = (factor.shape()[0], factor.shape()[1]);
     let (rows, columns) = (cell_rows.shape()[0], cell_rows.shape()[1]);
     if columns != n {
@@ -126,7 +199,8 @@ fn cell_pair_sums_py<'py>(
 /// Adds `cell_pair_sums` to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cell_pair_sums_py, m)?)?;
-    m.add_function(wrap_pyfunction!(cell_factor_sums_py, m)?)
+    m.add_function(wrap_pyfunction!(cell_factor_sums_py, m)?)?;
+    m.add_function(wrap_pyfunction!(cell_forms_py, m)?)
 }
 
 #[cfg(test)]
@@ -173,6 +247,27 @@ mod tests {
                 }
             }
             assert_eq!(&got[p * cells * k..(p + 1) * cells * k], &want[..]);
+        }
+    }
+
+    #[test]
+    fn forms_equal_the_pair_sums_quadratic_forms() {
+        let (n, cells, m) = (10, 4, 3);
+        let squares: Vec<f64> = (0..n * (n - 1) / 2).map(|k| ((k * 13 % 29) as f64).sqrt()).collect();
+        let labels: Vec<u32> = (0..3 * n).map(|k| ((k * 3 + k / 7) % cells) as u32).collect();
+        let vectors: Vec<f64> = (0..cells * m).map(|k| (k as f64 * 0.7).cos()).collect();
+        let forms = cell_forms(&squares, &labels, n, &vectors, m);
+        let sums = cell_pair_sums(&squares, &labels, n, cells);
+        for p in 0..3 {
+            let u = &sums[p * cells * cells..(p + 1) * cells * cells];
+            for a in 0..m {
+                let v = |c: usize| vectors[c * m + a];
+                let want: f64 = (0..cells)
+                    .flat_map(|b| (0..cells).map(move |c| (b, c)))
+                    .map(|(b, c)| u[b * cells + c] * v(b) * v(c))
+                    .sum();
+                assert!((forms[p * m + a] - want).abs() <= 1e-12 * want.abs().max(1.0), "permutation {p}, vector {a}");
+            }
         }
     }
 }
