@@ -226,6 +226,7 @@ def test_a_partly_confounded_factor_is_kept_with_a_note_and_its_share_is_still_e
         assert row["r2_sequential"] == pytest.approx(expected[row["term"]]["sequential"], rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.slow  # matplotlib's first figure: ~2 s
 def test_model_names_from_a_spec_are_figure_text_in_the_partition_figure():
     import io
 

@@ -16,8 +16,9 @@ Scopes: ``all`` (every profile; permutations blocked within the model when sever
 model's own large effect cannot lend significance to the others — the model term itself then has no p), and one
 scope per model when several did (free permutations).
 
-Cost rule: a permutation of ``stats_core.permanova_terms`` costs about n²/2 + C² · s operations (n profiles, C
-occupied cells of the terms, s = rank × (terms + 1) vectors of the marginal models). A scope keeps at most
+Cost rule: a permutation of ``stats_core.permanova_terms`` costs about n²/2 + min(C² · s, n²/2 · (terms + 1))
+operations (n profiles, C occupied cells of the terms, s = rank × (terms + 1) vectors of the marginal models: its
+cell-sum kernels, or its object-space forms where cells are many). A scope keeps at most
 ``max_profiles`` profiles (a seeded uniform subsample beyond: the estimand stays the scope's shares), and the
 permutation count is ``permutations`` capped at ``WORK / cost``; when that leaves fewer than
 ``MIN_PERMUTATIONS``, the subsample shrinks by 30 % at a time until it does (or reaches ``MIN_PROFILES``). The
@@ -43,7 +44,7 @@ __all__ = ["PARTITION_COLUMNS", "partition_headline", "variance_partition"]
 
 PROFILES = ("items", "indices")
 MAX_PROFILES = 1000
-WORK = 10**9  # operations per scope and profile (≈ 4 s on a busy 2-core machine: the 1,024-condition report design)
+WORK = 5 * 10**8  # operations per scope and profile (≈ 4 s on a busy 2-core machine; benches/RESULTS.md)
 MIN_PERMUTATIONS = 199  # p resolution 0.005
 MIN_PROFILES = 60
 MODEL_COLUMNS = ("model", "endpoint")
@@ -161,7 +162,8 @@ def _affordable(terms: Terms, n: int, permutations: int) -> int:
         return permutations
     cells = len(set(zip(*(t.codes.tolist() for t in terms.terms), strict=True)))
     rank = terms.rank
-    cost = n * n / 2 + cells * cells * rank * (len(terms.terms) + 1)
+    forms = len(terms.terms) + 1  # the full model and each model without one term
+    cost = n * n / 2 + min(cells * cells * rank * forms, n * n / 2 * forms)
     return max(1, min(permutations, int(WORK // cost)))
 
 
