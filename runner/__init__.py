@@ -67,6 +67,7 @@ __all__ = [
     "run_sweep",
     "run_sweep_async",
     "run_sweep_on_ray",
+    "variance_partition",
 ]
 
 if TYPE_CHECKING:

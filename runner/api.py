@@ -81,6 +81,7 @@ __all__ = [
     "run_sweep",
     "run_sweep_async",
     "run_sweep_on_ray",
+    "variance_partition",
 ]
 
 
@@ -197,6 +198,27 @@ def compare_conditions(
         seed=options.seed,
         permutations=options.permutations,
     )
+
+
+def variance_partition(run_dir: str | Path, options: AnalysisOptions | None = None, **choices: Any) -> pl.DataFrame:
+    """The run's variance partition, as ``analyze_run`` writes it to ``analysis/variance_partition.parquet``.
+
+    Per scope (``all``, and each model when several answered), profile (``items``: 24 item means; ``indices``:
+    the six indices) and factor: the marginal share ``r2`` with F, ω² and permutation ``p``, the sequential share,
+    the rank, the smallest attainable p and a note (aliased, confounded, blocked); then Residual and Total rows
+    (docs/analysis.md, Variance partition). ``options`` (or its fields as keywords) as for ``analyze_run``: its
+    ``permutations``, ``seed``, ``policy`` and factors/units choices apply.
+    """
+    from runner.analyze.partition import variance_partition as partition
+    from runner.analyze.run import analysis_design
+    from runner.analyze.units import unit_array
+
+    if options is not None and choices:
+        raise TypeError("variance_partition: give either options or keyword choices, not both")
+    options = options or AnalysisOptions(**choices)
+    answers = load_answers(run_dir)
+    units = unit_array(answers, analysis_design(answers, options), options.policy)
+    return partition(units, permutations=options.permutations, seed=options.seed)
 
 
 def render_report(run_dir: str | Path) -> Path:

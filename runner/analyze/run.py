@@ -3,7 +3,8 @@
 Writes under ``RUN_DIR/analysis/``: ``questions``, ``indices``, ``kendall``, ``cat``, ``misranked``,
 ``error_percentage``, ``status_rates``, ``respondents``, ``centroid_correlations``, ``disparity``, ``set_separation``,
 ``factor_tests``, ``identity_correlations``, ``warnings``, ``reliability``, ``kendall_differences``,
-``cat_differences``, ``method_divergence``, ``method_conclusions``, ``method_agreement``
+``cat_differences``, ``method_divergence``, ``method_conclusions``, ``method_agreement``, ``variance_partition``,
+``variance_headline``
 (``.parquet`` each) and ``summary.json`` (provenance, design, policies,
 seeds, headline numbers).
 """
@@ -29,6 +30,7 @@ from runner.analyze.load import load_answers, system_errors
 from runner.analyze.measurement import measurement_table
 from runner.analyze.methods import method_summary, method_tables
 from runner.analyze.multiplicity import adjust_families
+from runner.analyze.partition import partition_headline, partition_summary, variance_partition
 from runner.analyze.reliability import reliability_table
 from runner.analyze.sets import (
     centroid_correlations,
@@ -166,6 +168,8 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
     tables.update(
         method_tables(answers, design.factors, tables["kendall"], tables["cat"], level=options.confidence_level)
     )
+    tables["variance_partition"] = variance_partition(units, permutations=options.permutations, seed=options.seed)
+    tables["variance_headline"] = partition_headline(tables["variance_partition"])
     families = adjust_families(tables)  # last: every family's table exists by now
     summary = {
         "reference": reference.to_dict(),
@@ -214,6 +218,7 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
             "respondents": ["uniform", "position"],
         },
         "permutations": {"count": options.permutations, "seed": options.seed, "blocks": options.permutation_blocks},
+        "variance_partition": partition_summary(tables["variance_headline"], options.seed),
         "max_points_per_set": options.max_points,
         "points": options.points,
         "embedding": options.embedding,

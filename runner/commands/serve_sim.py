@@ -28,6 +28,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--spread", type=float, default=1.0, help="base answer dispersion, > 0 (default 1.0)")
     parser.add_argument(
+        "--position-bias",
+        type=float,
+        default=0.0,
+        help="planted option-order effect: logits per displayed position (> 0 recency, < 0 primacy; default 0)",
+    )
+    parser.add_argument(
+        "--effect",
+        action="append",
+        default=[],
+        metavar="FACTOR=SIZE",
+        help="plant an effect of a design factor (language, labels, reply_format, mode, framing, model, "
+        "measurement): SIZE answer points of spread between its levels per question; repeatable",
+    )
+    parser.add_argument(
         "--latency-ms",
         default="0",
         help="latency: MS, uniform:LO:HI, exponential:MEAN or lognormal:MEDIAN:SIGMA (default 0)",
@@ -89,6 +103,8 @@ def config_from_args(args: argparse.Namespace) -> object:
         reference=args.reference,
         signal=args.signal,
         spread=args.spread,
+        position_bias=args.position_bias,
+        effects=effect_sizes(args.effect),
         latency=Latency.parse(args.latency_ms),
         requests_per_minute=args.rpm,
         burst=args.burst,
@@ -105,6 +121,22 @@ def config_from_args(args: argparse.Namespace) -> object:
         verbalized_noise=args.verbalized_noise,
         verbalized_malformed_rate=args.verbalized_malformed_rate,
     )
+
+
+def effect_sizes(given: list[str]) -> dict[str, float]:
+    """``["language=0.3", …]`` → {factor: size}; a malformed one raises SimConfigError naming it."""
+    from runner.errors import SimConfigError
+
+    sizes: dict[str, float] = {}
+    for text in given:
+        factor, sep, size = text.partition("=")
+        try:
+            sizes[factor.strip()] = float(size)
+        except ValueError:
+            raise SimConfigError("--effect", text, "FACTOR=SIZE, e.g. language=0.3") from None
+        if not sep:
+            raise SimConfigError("--effect", text, "FACTOR=SIZE, e.g. language=0.3")
+    return sizes
 
 
 def main(args: argparse.Namespace) -> int:

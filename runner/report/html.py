@@ -19,6 +19,7 @@ from runner.report.design import ReportDesign, report_design
 from runner.report.measurement import measurement_blocks
 from runner.report.methods import method_blocks
 from runner.report.page import Page, analysis_table, fmt_value
+from runner.report.partition import partition_blocks, partition_headlines
 from runner.report.summary import alignment, asked, caveats, facts, headline, quality
 from runner.rundir import RunWriter, read_output_json
 from runner.survey.dimensions import DIMENSIONS
@@ -46,6 +47,8 @@ TABLES = (
     "countries_without_reference",
     "warnings",
     "reliability",
+    "variance_partition",
+    "variance_headline",
 )
 
 
@@ -234,9 +237,10 @@ def _page(out: RunWriter, summary: dict, facets: list[str] | None) -> Path:
     page.section(
         "Summary",
         html(
-            "<h3>Headline results</h3>{}{}<p class=caption>Reference {}; {}.</p>",
+            "<h3>Headline results</h3>{}{}{}<p class=caption>Reference {}; {}.</p>",
             page.table("headline", top, top_caption, collapse=False),
             facts(alignment(t["error_percentage"])),
+            facts(partition_headlines(t["variance_headline"])),
             reference.name,
             interval,
         ),
@@ -317,6 +321,7 @@ def _page(out: RunWriter, summary: dict, facets: list[str] | None) -> Path:
         ),
         page.table("kendall_differences", t["kendall_differences"], "The same per dimension (tau)", collapse=True),
     )
+    page.section("Variance partition", *partition_blocks(page, t["variance_partition"], t["variance_headline"]))
     page.section(
         "Sampling grid",
         _plot(page, "grid", maps.grid_heatmap(t["cat"], design), "CAT score (−1…1) over temperature × top_p."),

@@ -24,6 +24,7 @@ from runner.endpoints.sim import replies
 from runner.endpoints.sim.batch import BatchService
 from runner.endpoints.sim.chat_request import BadRequest, ChatRequest, parse_request
 from runner.endpoints.sim.config import SimConfig
+from runner.endpoints.sim.effects import Planted, planted
 from runner.endpoints.sim.faults import Fault, draw_fault, latency_s
 from runner.endpoints.sim.limits import Refusal, RequestBudget
 from runner.endpoints.sim.log import LogEntry, RequestLog, max_in_window
@@ -151,8 +152,10 @@ class SimApp:
         cell = self.reader.read(chat.messages)
         if cell is None:
             return None, (), self._completion(chat, key, seq, replies.UNKNOWN_PROMPT, "unknown_prompt", fault, None)
+        # planted effects follow the design as the prompt states it (before JSON mode or a grammar change the reply)
+        effects = self._planted(cell, chat)
         if cell.reply_format == "verbalized":  # each option's probability, as a JSON object
-            return cell, *self._verbalized(chat, key, seq, fault, cell)
+            return cell, *self._verbalized(chat, key, seq, fault, cell, effects)
         if chat.json_mode and cell.reply_format != "json":  # a model in JSON mode answers in JSON
             cell = dataclasses.replace(cell, reply_format="json")
         if chat.grammar:  # a grammar-constrained model can emit only what the grammar admits: the bare number
@@ -165,7 +168,9 @@ class SimApp:
             if chat.seed is not None
             else Draws(self.config.seed, "answer-unseeded", seq)
         )
-        answers = tuple(self.model.sample(country, q, chat.temperature, chat.top_p, rng) for q in cell.questions)
+        answers = tuple(
+            self.model.sample(country, q, chat.temperature, chat.top_p, rng, effects) for q in cell.questions
+        )
         if fault.refusal:
             text, outcome = replies.refusal_reply(cell.language), "refusal"
             logged: tuple[int | None, ...] = (None,) * len(answers)
@@ -177,10 +182,17 @@ class SimApp:
         else:
             words = self.reader.labels(cell.language, cell.questions[0]) if cell.labels == "words" else None
             text, outcome, logged = replies.plain_reply(cell, answers, words), "ok", answers
-        return cell, logged, self._completion(chat, key, seq, text, outcome, fault, cell)
+        return cell, logged, self._completion(chat, key, seq, text, outcome, fault, cell, effects)
+
+    def _planted(self, cell: PromptCell, chat: ChatRequest) -> Planted | None:
+        """The design-factor effects planted for this request (runner/endpoints/sim/effects.py)."""
+        config = self.config
+        return planted(
+            config.seed, config.position_bias, config.effects, cell, chat.model, chat.top_logprobs is not None
+        )
 
     def _verbalized(
-        self, chat: ChatRequest, key: str, seq: int, fault: Fault, cell: PromptCell
+        self, chat: ChatRequest, key: str, seq: int, fault: Fault, cell: PromptCell, effects: Planted | None
     ) -> tuple[tuple[int | None, ...], _Reply]:
         """A verbalized reply: the respondent's stated distribution (runner/endpoints/sim/verbalized.py)."""
         if fault.refusal and not chat.grammar:  # a grammar admits only the object
@@ -197,8 +209,9 @@ class SimApp:
             noise=c.verbalized_noise,
             malformed_rate=malformed,
             rng=rng,
+            planted=effects,
         )
-        return (likeliest,), self._completion(chat, key, seq, text, outcome, fault, cell)
+        return (likeliest,), self._completion(chat, key, seq, text, outcome, fault, cell, effects)
 
     def country_of(self, cell: PromptCell) -> str | None:
         """The respondent's country: the persona's, else the prompt language's default (None: neutral)."""
@@ -207,7 +220,15 @@ class SimApp:
         return self.config.language_countries.get(cell.language)
 
     def _completion(
-        self, chat: ChatRequest, key: str, seq: int, text: str, outcome: str, fault: Fault, cell: PromptCell | None
+        self,
+        chat: ChatRequest,
+        key: str,
+        seq: int,
+        text: str,
+        outcome: str,
+        fault: Fault,
+        cell: PromptCell | None,
+        effects: Planted | None = None,
     ) -> _Reply:
         finish = "stop"
         if chat.max_tokens is not None and replies.estimate_tokens(text) > chat.max_tokens:
@@ -216,7 +237,7 @@ class SimApp:
         if chat.top_logprobs is not None:  # the first token's alternatives, from the known truth
             country = None if cell is None else self.country_of(cell)
             refused = outcome in ("refusal", "unknown_prompt", "chatty")  # prose first: no option token
-            logprobs = logprobs_json(self.model, None if refused else cell, country, text, chat.top_logprobs)
+            logprobs = logprobs_json(self.model, None if refused else cell, country, text, chat.top_logprobs, effects)
         prompt_tokens = _prompt_tokens(chat.messages)
         completion_tokens = replies.estimate_tokens(text)
         body = _COMPLETION.format(

@@ -102,6 +102,11 @@ class SimConfig:
     signal: float = 2.0
     spread: float = 1.0
     language_countries: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_LANGUAGE_COUNTRIES))
+    # Planted design-factor effects (runner/endpoints/sim/effects.py, docs/simulator.md): position_bias logits
+    # per displayed position (> 0 recency, < 0 primacy); effects {factor: size}, the standard deviation in
+    # answer points of a question's mean between the factor's levels (factors: effects.EFFECT_FACTORS).
+    position_bias: float = 0.0
+    effects: dict[str, float] = field(default_factory=dict)
     # Timing and limits.
     latency: Latency = field(default_factory=Latency)
     requests_per_minute: int | None = None  # sliding 60-s window of accepted requests; None = unlimited
@@ -145,6 +150,15 @@ class SimConfig:
             raise SimConfigError("signal", self.signal, "a finite number >= 0")
         if not (math.isfinite(self.spread) and self.spread > 0):
             raise SimConfigError("spread", self.spread, "a finite number > 0")
+        if not (isinstance(self.position_bias, (int, float)) and math.isfinite(self.position_bias)):
+            raise SimConfigError("position_bias", self.position_bias, "a finite number of logits per position")
+        from runner.endpoints.sim.effects import EFFECT_FACTORS
+
+        for factor, size in self.effects.items():
+            if factor not in EFFECT_FACTORS:
+                raise SimConfigError("effects", factor, f"a factor among {', '.join(EFFECT_FACTORS)}")
+            if not (isinstance(size, (int, float)) and math.isfinite(size) and size >= 0):
+                raise SimConfigError(f"effects[{factor}]", size, "a finite size >= 0 (answer points)")
         if not (math.isfinite(self.batch_latency_s) and self.batch_latency_s >= 0):
             raise SimConfigError("batch_latency_s", self.batch_latency_s, "finite seconds >= 0")
         if not (math.isfinite(self.hang_s) and self.hang_s >= 0):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 
+from runner.endpoints.sim.effects import Planted
 from runner.endpoints.sim.respondent import AnswerModel
 from runner.survey.cell import PromptCell, position_marks
 
@@ -29,13 +30,14 @@ _DIGIT_FIRST = ("number", "fewshot", "free")  # reply formats whose first token 
 
 
 def first_token_logprobs(
-    model: AnswerModel, cell: PromptCell, country: str | None, text: str
+    model: AnswerModel, cell: PromptCell, country: str | None, text: str, effects: Planted | None = None
 ) -> list[tuple[str, float]]:
-    """Every first-token alternative as (token, probability), most likely first (ties: token text)."""
+    """Every first-token alternative as (token, probability), most likely first (ties: token text); ``effects``:
+    the request's planted design-factor effects (runner/endpoints/sim/effects.py), None for none."""
     marks = position_marks(cell.labels)
     if cell.mode != "item" or cell.reply_format not in _DIGIT_FIRST or marks is None:
         return [(text[:1] or " ", 1.0)]
-    truth = model.distribution(country, cell.questions[0], 1.0, 1.0)
+    truth = model.distribution(country, cell.questions[0], 1.0, 1.0, effects)
     pairs: list[tuple[str, float]] = []
     for mark, option_id in zip(marks, cell.option_order, strict=True):
         p = truth[option_id - 1] * (1.0 - LEAK)
@@ -46,10 +48,17 @@ def first_token_logprobs(
 
 
 def logprobs_json(
-    model: AnswerModel, cell: PromptCell | None, country: str | None, text: str, top_logprobs: int
+    model: AnswerModel,
+    cell: PromptCell | None,
+    country: str | None,
+    text: str,
+    top_logprobs: int,
+    effects: Planted | None = None,
 ) -> str:
     """The ``choices[0].logprobs`` JSON value of an OpenAI chat completion: the first token and its top-k."""
-    alternatives = [(text[:1] or " ", 1.0)] if cell is None else first_token_logprobs(model, cell, country, text)
+    alternatives = (
+        [(text[:1] or " ", 1.0)] if cell is None else first_token_logprobs(model, cell, country, text, effects)
+    )
     chosen = text[:1] or " "
     lookup = dict(alternatives)
     top = [{"token": t, "logprob": _log(p), "bytes": list(t.encode())} for t, p in alternatives[:top_logprobs]]

@@ -84,8 +84,10 @@ def _question_terms() -> dict[int, tuple[str, float, float]]:
 QUESTION_TERMS = _question_terms()
 
 
-def _logits(theta: float, spread: float) -> tuple[float, ...]:
-    return tuple(theta * (k - 3) - (k - 3) ** 2 / (2.0 * spread * spread) for k in OPTIONS)
+def _logits(theta: float, spread: float, bias: tuple[float, ...] | None = None) -> tuple[float, ...]:
+    """Answer logits; ``bias`` (per option ID, a planted position effect) is added when given."""
+    logits = tuple(theta * (k - 3) - (k - 3) ** 2 / (2.0 * spread * spread) for k in OPTIONS)
+    return logits if bias is None else tuple(v + b for v, b in zip(logits, bias, strict=True))
 
 
 def _softmax(logits: tuple[float, ...], temperature: float) -> tuple[float, ...]:
@@ -113,9 +115,18 @@ def _solve_theta(target: float, spread: float) -> float:
 
 
 @lru_cache(maxsize=65_536)
-def answer_distribution(theta: float, spread: float, temperature: float, top_p: float) -> tuple[float, ...]:
-    """Probabilities of answers 1…5 for logit parameter ``theta`` after temperature and nucleus truncation."""
-    logits = _logits(theta, spread)
+def _shifted_theta(mean: float, spread: float) -> float:
+    """θ of a target mean moved by planted effects (clamped to ``MEAN_BOUNDS`` like every target)."""
+    return _solve_theta(min(max(mean, MEAN_BOUNDS[0]), MEAN_BOUNDS[1]), spread)
+
+
+@lru_cache(maxsize=65_536)
+def answer_distribution(
+    theta: float, spread: float, temperature: float, top_p: float, bias: tuple[float, ...] | None = None
+) -> tuple[float, ...]:
+    """Probabilities of answers 1…5 for logit parameter ``theta`` after temperature and nucleus truncation;
+    ``bias``: logits added per option ID (runner/endpoints/sim/effects.py), None for none."""
+    logits = _logits(theta, spread, bias)
     if temperature <= 0.0:
         mode = max(OPTIONS, key=lambda k: (logits[k - 1], -k))
         return tuple(1.0 if k == mode else 0.0 for k in OPTIONS)
@@ -174,15 +185,37 @@ class AnswerModel:
             self._thetas[country] = self._thetas[name] = cached
         return cached
 
-    def distribution(self, country: str | None, question: int, temperature: float, top_p: float) -> tuple[float, ...]:
-        """Probabilities of option IDs 1…5 for one question under the request's sampling parameters."""
-        return answer_distribution(self.thetas(country)[question - 1], self.spread, temperature, top_p)
+    def distribution(
+        self,
+        country: str | None,
+        question: int,
+        temperature: float,
+        top_p: float,
+        planted: tuple[tuple[float, ...], tuple[float, ...]] | None = None,
+    ) -> tuple[float, ...]:
+        """Probabilities of option IDs 1…5 for one question under the request's sampling parameters; ``planted``
+        (``effects.planted``: per-question mean shifts, per-option logit bias) moves them by planted effects."""
+        theta = self.thetas(country)[question - 1]
+        if planted is None:
+            return answer_distribution(theta, self.spread, temperature, top_p)
+        shift, bias = planted
+        if shift[question - 1] != 0.0:
+            theta = _shifted_theta(self.target_mean(country, question) + shift[question - 1], self.spread)
+        return answer_distribution(theta, self.spread, temperature, top_p, bias if any(bias) else None)
 
-    def sample(self, country: str | None, question: int, temperature: float, top_p: float, rng: UniformSource) -> int:
+    def sample(
+        self,
+        country: str | None,
+        question: int,
+        temperature: float,
+        top_p: float,
+        rng: UniformSource,
+        planted: tuple[tuple[float, ...], tuple[float, ...]] | None = None,
+    ) -> int:
         """One answer (option ID 1…5); consumes exactly one draw of ``rng`` so answers stay aligned."""
         u = rng.random()
         cumulative = 0.0
-        probs = self.distribution(country, question, temperature, top_p)
+        probs = self.distribution(country, question, temperature, top_p, planted)
         for k, p in zip(OPTIONS, probs, strict=True):
             cumulative += p
             if u < cumulative:

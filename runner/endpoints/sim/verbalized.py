@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 
+from runner.endpoints.sim.effects import Planted
 from runner.endpoints.sim.respondent import AnswerModel
 from runner.endpoints.sim.seeding import Draws
 from runner.survey.cell import PromptCell, position_marks
@@ -48,9 +49,11 @@ def verbalized_reply(
     noise: float = 0.0,
     malformed_rate: float = 0.0,
     rng: Draws,
+    planted: Planted | None = None,
 ) -> tuple[str, str, int]:
-    """(reply text, outcome "ok" or "malformed_verbalized", the stated distribution's likeliest option ID)."""
-    truth = model.distribution(country, cell.questions[0], 1.0, 1.0)
+    """(reply text, outcome "ok" or "malformed_verbalized", the stated distribution's likeliest option ID);
+    ``planted`` (runner/endpoints/sim/effects.py) moves the respondent's distribution as it moves sampled replies."""
+    truth = model.distribution(country, cell.questions[0], 1.0, 1.0, planted)
     stated = stated_distribution(truth, temperature, noise, rng)
     marks = position_marks(cell.labels) or position_marks("digits")
     shown = {mark: round(stated[option - 1], 4) for mark, option in zip(marks, cell.option_order, strict=True)}
