@@ -56,7 +56,7 @@ fn main() {
         pool.install(|| {
             let t = best_of(5, || drop(std::hint::black_box(pack::<u32>(&labels, perms, n))));
             println!("{threads} thread(s): pack u32 labels                {:7.2} ms", t * 1e3);
-            for kernel in [Kernel::Words, Kernel::BytePlanes] {
+            for kernel in [Kernel::Words, Kernel::BytePlanes, Kernel::Vnni] {
                 let t = best_of(5, || {
                     drop(std::hint::black_box(quantized_within_sums_by(kernel, d, &labels, perms, &inv, scale)))
                 });

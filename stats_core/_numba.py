@@ -166,6 +166,10 @@ def permanova_within(distances: np.ndarray, labels: np.ndarray, inverse_sizes: n
     return _permanova_within(distances.reshape(-1), distances.ndim == 2, np.ascontiguousarray(labels.T), inverse_sizes)
 
 
+# Tasks of the observed pass, as src/matrix.rs's REDUCTION_PARTS: a constant so the result is thread-count free.
+_REDUCTION_BLOCKS = 32
+
+
 @numba.njit(cache=True, parallel=True, nogil=True)
 def _permanova_observed(flat, square, codes, inverse_sizes, blocks):
     # Each task takes every blocks-th row (interleaved, so tasks have similar work) and adds its rows' d²
@@ -209,7 +213,8 @@ def permanova_observed(
     distances: np.ndarray, codes: np.ndarray, inverse_sizes: np.ndarray
 ) -> tuple[float, float, float, np.ndarray, bool]:
     """One pass: (SS_W of codes (n,) int32, Σ_{i<j} d²_ij, max d²_ij, Σ_j d²_ij per object (n,), all d finite, >= 0)."""
-    blocks = 4 * numba.get_num_threads()
+    # A fixed number of tasks (not the thread count): the same sums, bit for bit, on any number of threads.
+    blocks = _REDUCTION_BLOCKS
     within, total, largest, row_sums, valid = _permanova_observed(
         distances.reshape(-1), distances.ndim == 2, codes, inverse_sizes, blocks
     )

@@ -1,5 +1,5 @@
 //! Per-object sums of distances by group (silhouette, PERMDISP) and cluster centroids/spread (Davies–Bouldin).
-use crate::matrix::{balanced_row_ranges, Distances};
+use crate::matrix::{balanced_row_ranges, Distances, REDUCTION_PARTS};
 use rayon::prelude::*;
 
 /// (n × g) row-major: entry (i, h) = Σ_{j in group h, j ≠ i} d_ij, or d²_ij when `squared`; and whether every
@@ -8,13 +8,14 @@ use rayon::prelude::*;
 /// One pass over the upper triangle; each pair feeds both its rows. Tasks own contiguous row ranges. The
 /// "row i, later j" side is a per-row reduction by group (4 interleaved accumulators break the
 /// store-to-load chains); the "later j, row i" side goes to a group-major (g × n) column accumulator, so
-/// for fixed i it is a contiguous vector add. Task results are summed in task order (deterministic).
+/// for fixed i it is a contiguous vector add. Task results (REDUCTION_PARTS tasks, whatever the
+/// thread count) are summed in task order: the same bits on any number of threads.
 // `(v >= 0.0) & (v <= f64::MAX)` in the hot loop: a branch-free `&` of two compares (false for NaN and
 // ±inf) that keeps the validity check vectorised; `RangeInclusive::contains` would be a short-circuit `&&`.
 #[allow(clippy::manual_range_contains)]
 pub fn group_row_sums(d: Distances<'_>, codes: &[u32], g: usize, squared: bool) -> (Vec<f64>, bool) {
     let n = d.n;
-    let ranges = balanced_row_ranges(n, 2 * rayon::current_num_threads());
+    let ranges = balanced_row_ranges(n, REDUCTION_PARTS);
     let parts: Vec<(usize, Vec<f64>, Vec<f64>, bool)> = ranges
         .par_iter()
         .map(|&(r0, r1)| {

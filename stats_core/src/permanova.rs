@@ -167,9 +167,46 @@ fn task_u32(d: Distances<'_>, packed: &[u32], inv: &[f64], r0: usize, r1: usize,
     task(d, packed, inv, r0, r1, out, row_tile::<u32>)
 }
 
+/// Up to this many label rows `within_sums` sums one row at a time (`single_row`) rather than in a chunk
+/// of LANES permutations, which costs as much for 1 row as for 32 (the screens' rechecks are usually 0–3 rows).
+const FEW: usize = 3;
+
+/// Rows [r0, r1) of one label row's SS_W: exactly the additions `task` makes for that permutation's lane
+/// (the same tiles and rows in the same order; the lanes' `+ 0.0` for other groups change no bits).
+fn single_task(d: Distances<'_>, labels: &[i32], inv: &[f64], r0: usize, r1: usize) -> f64 {
+    let n = d.n;
+    let mut slot = 0.0f64;
+    let mut c0 = r0 + 1;
+    while c0 < n {
+        let c1 = (c0 + COLS).min(n);
+        for i in r0..r1.min(c1 - 1) {
+            let j0 = c0.max(i + 1);
+            let own = labels[i];
+            let mut acc = 0.0f64;
+            for (v, &l) in d.row(i)[j0 - i - 1..c1 - i - 1].iter().zip(&labels[j0..c1]) {
+                acc += if l == own { v * v } else { 0.0 };
+            }
+            slot += acc * inv[own as usize];
+        }
+        c0 = c1;
+    }
+    slot
+}
+
+/// SS_W of one label row, bit for bit what the chunked kernels give it (blocks of ROWS rows, added in order).
+fn single_row(d: Distances<'_>, labels: &[i32], inv: &[f64]) -> f64 {
+    let n = d.n;
+    let blocks: Vec<(usize, usize)> = (0..n - 1).step_by(ROWS).map(|r| (r, (r + ROWS).min(n - 1))).collect();
+    let parts: Vec<f64> = blocks.par_iter().map(|&(r0, r1)| single_task(d, labels, inv, r0, r1)).collect();
+    parts.iter().fold(0.0, |t, p| t + p)
+}
+
 /// SS_W for each of `perms` label rows (`labels` is perms × n row-major codes 0..g−1; `inv` = 1/n_g).
 pub fn within_sums(d: Distances<'_>, labels: &[i32], perms: usize, inv: &[f64]) -> Vec<f64> {
     let n = d.n;
+    if perms <= FEW && n >= 2 {
+        return labels.chunks_exact(n).take(perms).map(|row| single_row(d, row, inv)).collect();
+    }
     if inv.len() <= 256 {
         let packed = pack::<u8>(labels, perms, n);
         row_blocks(n, perms, |out, r0, r1| task_u8(d, &packed, inv, r0, r1, out))
@@ -231,6 +268,31 @@ mod tests {
             // SAFETY: AVX2 checked above.
             let simd = unsafe { avx2::row_tile_u8(&row, &labels, &own) };
             assert_eq!(portable.map(f64::to_bits), simd.map(f64::to_bits));
+        }
+    }
+
+    #[test]
+    fn few_rows_are_summed_bit_for_bit_as_in_a_chunk() {
+        let mut state = 5u64;
+        let mut next = || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) as f64 / (1u64 << 31) as f64
+        };
+        for &(n, g) in &[(2usize, 2usize), (35, 3), (600, 4), (1100, 300)] {
+            let cond: Vec<f64> = (0..n * (n - 1) / 2).map(|_| next() * 7.0).collect();
+            let d = Distances::new(&cond, n, false).unwrap();
+            let codes: Vec<i32> = (0..n).map(|j| (j % g) as i32).collect();
+            let labels = crate::permute::permutations(&codes, 3, 0, 40);
+            let inv: Vec<f64> = (0..g).map(|c| 1.0 / (c + 2) as f64).collect();
+            let chunked = within_sums(d, &labels, 40, &inv);
+            for p in 0..40 - FEW {
+                let few = within_sums(d, &labels[p * n..(p + FEW) * n], FEW, &inv);
+                assert_eq!(
+                    few.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    chunked[p..p + FEW].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "n={n} p={p}"
+                );
+            }
         }
     }
 

@@ -18,7 +18,7 @@ use crate::multiversion;
 use crate::permanova::{pack, row_blocks, LANES, ROWS};
 use rayon::prelude::*;
 
-const COLS: usize = 256;
+pub(crate) const COLS: usize = 256;
 /// The largest quantized d²: COLS of them must fit a u32 lane (256 · 2²³ = 2³¹).
 pub const QUANTUM_MAX: f64 = 8_388_608.0;
 
@@ -248,20 +248,27 @@ multiversion! {
 /// Σ_g (1/n_g) Σ_{i<j ∈ g} round(d²_ij · scale) / scale, exact up to f64 rounding of the weighted sums
 /// (relative ~1e-12); `scale` must keep every d²·scale ≤ QUANTUM_MAX.
 pub fn quantized_within_sums(d: Distances<'_>, labels: &[i32], perms: usize, inv: &[f64], scale: f64) -> Vec<f64> {
-    let kernel = if inv.len() <= 256 && avx2_available() { Kernel::BytePlanes } else { Kernel::Words };
+    let kernel = match () {
+        _ if inv.len() <= 256 && vnni_available() => Kernel::Vnni,
+        _ if inv.len() <= 256 && avx2_available() => Kernel::BytePlanes,
+        _ => Kernel::Words,
+    };
     quantized_within_sums_by(kernel, d, labels, perms, inv, scale)
 }
 
-/// The two implementations of the quantized screen; they give bit-identical sums.
+/// The implementations of the quantized screen; they give bit-identical sums.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Kernel {
     /// u32 labels and q, plain Rust (vectorized by the compiler; any CPU, any number of groups).
     Words,
     /// byte labels and byte planes of q with `vpmaddubsw` (AVX2, at most 256 groups).
     BytePlanes,
+    /// byte labels and byte planes of q with `vpdpbusd` (AVX-512 VNNI, at most 256 groups; `screen_vnni`).
+    Vnni,
 }
 
-/// `quantized_within_sums` with a given kernel (BytePlanes panics without AVX2 or with > 256 groups).
+/// `quantized_within_sums` with a given kernel (BytePlanes and Vnni panic without their CPU features or with
+/// more than 256 groups).
 pub fn quantized_within_sums_by(
     kernel: Kernel,
     d: Distances<'_>,
@@ -279,8 +286,15 @@ pub fn quantized_within_sums_by(
             // SAFETY: the CPU supports AVX2, asserted just above.
             row_blocks(n, perms, |out, r0, r1| unsafe { avx2::task(d, &packed, inv, scale, r0, r1, out) })
         }
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Vnni => {
+            assert!(vnni_available() && inv.len() <= 256, "the VNNI kernel needs AVX-512 VNNI and at most 256 groups");
+            let packed = crate::screen_vnni::pack_quads(labels, perms, n);
+            // SAFETY: the CPU supports AVX-512 VNNI, VL and BW, asserted just above.
+            row_blocks(n, perms, |out, r0, r1| unsafe { crate::screen_vnni::task(d, &packed, inv, scale, r0, r1, out) })
+        }
         #[cfg(not(target_arch = "x86_64"))]
-        Kernel::BytePlanes => panic!("the byte-plane kernel needs AVX2"),
+        Kernel::BytePlanes | Kernel::Vnni => panic!("the byte-plane kernels need x86-64"),
         Kernel::Words => {
             let packed = pack::<u32>(labels, perms, n);
             row_blocks(n, perms, |out, r0, r1| task(d, &packed, inv, scale, r0, r1, out))
@@ -288,6 +302,13 @@ pub fn quantized_within_sums_by(
     };
     total.iter_mut().for_each(|t| *t /= scale);
     total
+}
+
+fn vnni_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return crate::screen_vnni::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 fn avx2_available() -> bool {
@@ -354,7 +375,7 @@ mod tests {
     }
 
     #[test]
-    fn byte_plane_and_u32_kernels_agree_bit_for_bit() {
+    fn byte_plane_vnni_and_u32_kernels_agree_bit_for_bit() {
         if !avx2_available() {
             return;
         }
@@ -368,11 +389,12 @@ mod tests {
             let inv: Vec<f64> = (0..g).map(|c| 1.0 / (c + 2) as f64).collect();
             let bytes = quantized_within_sums_by(Kernel::BytePlanes, d, &labels, perms, &inv, scale);
             let words = quantized_within_sums_by(Kernel::Words, d, &labels, perms, &inv, scale);
-            assert_eq!(
-                bytes.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                words.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                "n={n}"
-            );
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&bytes), bits(&words), "n={n}");
+            if vnni_available() {
+                let vnni = quantized_within_sums_by(Kernel::Vnni, d, &labels, perms, &inv, scale);
+                assert_eq!(bits(&vnni), bits(&words), "n={n}");
+            }
         }
     }
 
