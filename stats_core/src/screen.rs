@@ -399,6 +399,27 @@ mod tests {
     }
 
     #[test]
+    fn half_way_squares_round_away_from_zero_on_every_kernel() {
+        // integer distances and scale ½: every odd d² lands exactly on a half; round() takes it up
+        let n = 70;
+        let mut state = 17u64;
+        let cond: Vec<f64> = (0..n * (n - 1) / 2).map(|_| (lcg(&mut state) % 9) as f64).collect();
+        let d = Distances::new(&cond, n, false).unwrap();
+        let labels: Vec<i32> = (0..3 * n).map(|_| (lcg(&mut state) % 3) as i32).collect();
+        let inv = [1.0; 3];
+        let words = quantized_within_sums_by(Kernel::Words, d, &labels, 3, &inv, 0.5);
+        for p in 0..3 {
+            let want = naive(&d, &labels[p * n..(p + 1) * n], &inv, 0.5);
+            assert_eq!(words[p], want);
+        }
+        for (kernel, ok) in [(Kernel::BytePlanes, avx2_available()), (Kernel::Vnni, vnni_available())] {
+            if ok {
+                assert_eq!(quantized_within_sums_by(kernel, d, &labels, 3, &inv, 0.5), words, "{kernel:?}");
+            }
+        }
+    }
+
+    #[test]
     fn square_and_condensed_layouts_agree() {
         let n = 40;
         let mut state = 3u64;
