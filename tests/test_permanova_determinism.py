@@ -78,20 +78,34 @@ def test_permanova_and_permdisp_are_bit_identical_on_1_2_and_7_threads(backend):
             assert other[design] == numbers, f"{backend}, {design}: 1 thread vs {threads}"
 
 
-# The bound docs/stats_core.md states for numbers whose summation order differs between backends.
-BACKEND_RTOL = 1e-13
+# The bounds docs/stats_core.md states for numbers whose summation order differs between backends: the sums of
+# squares to SUM_RTOL relative; SS_A = SS_T − SS_W, hence F and R², to SUM_RTOL · SS_T / SS_A relative; PERMDISP's
+# distances to centroid to SUM_RTOL of the largest, its F to 1e-12.
+SUM_RTOL = 1e-14
 
 
-@pytest.mark.parametrize("metric", ["cityblock", "euclidean"])
+@pytest.mark.parametrize("metric", ["cityblock", "euclidean", "braycurtis"])
 def test_backends_agree_within_the_documented_bound_and_on_the_p_value(metric):
     rng = np.random.default_rng(3)
     n = 300
     labels = np.arange(n) % 4
-    d = pdist(rng.normal(size=(n, 5)) + 0.1 * labels[:, None], metric)
-    results = {b: stats_core.permanova(d, labels, 99, seed=11, backend=b) for b in ("native", "numba", "numpy")}
-    native = results["native"]
-    for backend, r in results.items():
-        assert r.pvalue == native.pvalue, backend
-        for field in ("statistic", "ss_total", "ss_within", "r_squared"):
+    d = pdist(rng.uniform(1.0, 5.0, size=(n, 5)) + 0.1 * labels[:, None], metric)
+    backends = ("native", "numba", "numpy")
+    results = {b: stats_core.permanova(d, labels, 99, seed=11, backend=b) for b in backends}
+    disp = {b: stats_core.permdisp(d, labels, 99, seed=11, backend=b) for b in backends}
+    native, native_disp = results["native"], disp["native"]
+    amplification = native.ss_total / (native.ss_total - native.ss_within)
+    for backend in backends:
+        r, p = results[backend], disp[backend]
+        assert (r.pvalue, p.pvalue) == (native.pvalue, native_disp.pvalue), backend
+        for field, rtol in [
+            ("ss_total", SUM_RTOL),
+            ("ss_within", SUM_RTOL),
+            ("statistic", SUM_RTOL * amplification),
+            ("r_squared", SUM_RTOL * amplification),
+        ]:
             want, got = getattr(native, field), getattr(r, field)
-            assert abs(got - want) <= BACKEND_RTOL * abs(want), (backend, field, got, want)
+            assert abs(got - want) <= rtol * abs(want), (backend, field, got, want)
+        z, want_z = p.distances_to_centroid, native_disp.distances_to_centroid
+        assert np.max(np.abs(z - want_z)) <= SUM_RTOL * np.max(want_z), backend
+        assert abs(p.statistic - native_disp.statistic) <= 1e-12 * native_disp.statistic, backend
