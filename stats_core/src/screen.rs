@@ -290,7 +290,7 @@ pub fn quantized_within_sums_by(
         Kernel::Vnni => {
             assert!(vnni_available() && inv.len() <= 256, "the VNNI kernel needs AVX-512 VNNI and at most 256 groups");
             let packed = crate::screen_vnni::pack_quads(labels, perms, n);
-            // SAFETY: the CPU supports AVX-512 VNNI, VL and BW, asserted just above.
+            // SAFETY: the CPU supports AVX-512 VNNI, VL, BW and VBMI, asserted just above.
             row_blocks(n, perms, |out, r0, r1| unsafe { crate::screen_vnni::task(d, &packed, inv, scale, r0, r1, out) })
         }
         #[cfg(not(target_arch = "x86_64"))]

@@ -23,6 +23,7 @@ pub fn available() -> bool {
     std::is_x86_feature_detected!("avx512vnni")
         && std::is_x86_feature_detected!("avx512vl")
         && std::is_x86_feature_detected!("avx512bw")
+        && std::is_x86_feature_detected!("avx512vbmi")
 }
 
 /// Byte labels: per chunk of LANES permutations, objects in quads (4m … 4m + 3), each quad as
@@ -60,11 +61,52 @@ unsafe fn row_quads(planes: &[u32], labels: &[u8], own: &[__m256i; 4], m0: usize
     acc
 }
 
+/// Row i's q = round(d² · scale) for columns [j0, c1) of the tile from c0 (0 elsewhere) as three byte planes of
+/// quads (`t[b · QUADS + m]`: byte b of columns c0 + 4m … c0 + 4m + 3), 16 columns per step.
+///
+/// Rounding is `f64::round`'s (half away from zero) exactly, as the other kernels round: for x ≥ 0 it is
+/// trunc(x) + [x − trunc(x) ≥ ½], the subtraction being exact. Columns outside [j0, c1) are masked out of the
+/// loads, so nothing outside the row is read (masked-out lanes of an AVX-512 load do not fault).
+#[target_feature(enable = "avx2,avx512f,avx512vl,avx512bw,avx512vbmi")]
+unsafe fn tile_planes(row: &[f64], i: usize, j0: usize, c0: usize, c1: usize, scale: f64, t: &mut [u32]) {
+    assert!(t.len() == 3 * QUADS && c1 - c0 <= COLS && j0 > i && c0 <= j0 && j0 - i - 1 <= row.len(), "a tile");
+    // output byte 16b + k ← byte b of dword k (column k of the 16)
+    let gather: [u8; 64] = std::array::from_fn(|o| if o < 48 { ((o % 16) * 4 + o / 16) as u8 } else { 0 });
+    let gather = _mm512_loadu_si512(gather.as_ptr() as *const _);
+    let (half, scale) = (_mm512_set1_pd(0.5), _mm512_set1_pd(scale));
+    let one = _mm256_set1_epi32(1);
+    // column j is row[j − i − 1]; for columns before j0 the address is formed but only used under a mask
+    let base = row.as_ptr().wrapping_sub(i + 1);
+    let mut m = ((j0 - c0) / 4) & !3;
+    while m < (c1 - c0).div_ceil(4) {
+        let j = c0 + 4 * m;
+        let below = j0.saturating_sub(j).min(16); // lanes before j0
+        let inside = c1.saturating_sub(j).min(16); // lanes before c1
+        let keep = ((1u32 << inside) - 1) & !((1u32 << below) - 1);
+        let mut q = [_mm256_setzero_si256(); 2];
+        for (h, qh) in q.iter_mut().enumerate() {
+            let v = _mm512_maskz_loadu_pd((keep >> (8 * h)) as __mmask8, base.wrapping_add(j + 8 * h));
+            let x = _mm512_mul_pd(_mm512_mul_pd(v, v), scale);
+            let whole = _mm512_roundscale_pd::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(x);
+            let up = _mm512_cmp_pd_mask::<_CMP_GE_OQ>(_mm512_sub_pd(x, whole), half);
+            let w = _mm512_cvttpd_epi32(whole);
+            *qh = _mm256_mask_add_epi32(w, up, w, one);
+        }
+        let sixteen = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q[0]), q[1]);
+        let bytes = _mm512_permutexvar_epi8(gather, sixteen);
+        let out = t.as_mut_ptr().add(m) as *mut __m128i;
+        _mm_storeu_si128(out, _mm512_extracti32x4_epi32::<0>(bytes));
+        _mm_storeu_si128(out.add(QUADS / 4), _mm512_extracti32x4_epi32::<1>(bytes));
+        _mm_storeu_si128(out.add(QUADS / 2), _mm512_extracti32x4_epi32::<2>(bytes));
+        m += 4;
+    }
+}
+
 /// `screen::task_body` for quad labels (`pack_quads`); same integer sums, same order of f64 additions.
 ///
 /// # Safety
-/// The CPU must support AVX-512 VNNI, VL and BW (`available`).
-#[target_feature(enable = "avx2,avx512f,avx512vl,avx512bw,avx512vnni")]
+/// The CPU must support AVX-512 VNNI, VL, BW and VBMI (`available`).
+#[target_feature(enable = "avx2,avx512f,avx512vl,avx512bw,avx512vnni,avx512vbmi")]
 pub unsafe fn task(d: Distances<'_>, packed: &[u8], inv: &[f64], scale: f64, r0: usize, r1: usize, out: &mut [f64]) {
     assert!(r1 - r0 <= ROWS && out.len().is_multiple_of(LANES), "a task of at most ROWS rows over whole chunks");
     let n = d.n;
@@ -92,23 +134,9 @@ pub unsafe fn task(d: Distances<'_>, packed: &[u8], inv: &[f64], scale: f64, r0:
         let tile_quads = (c1 - c0).div_ceil(4);
         let last = r1.min(c1 - 1);
         for i in r0..last {
-            let row = d.row(i);
             let j0 = c0.max(i + 1);
             let t = &mut planes[(i - r0) * 3 * QUADS..(i - r0 + 1) * 3 * QUADS];
-            for m in (j0 - c0) / 4..tile_quads {
-                let mut word = [0u32; 3];
-                for e in 0..4 {
-                    let j = c0 + 4 * m + e;
-                    let q =
-                        if j >= j0 && j < c1 { (row[j - i - 1] * row[j - i - 1] * scale).round() as u32 } else { 0 };
-                    for (b, w) in word.iter_mut().enumerate() {
-                        *w |= ((q >> (8 * b)) & 255) << (8 * e);
-                    }
-                }
-                for (b, w) in word.iter().enumerate() {
-                    t[b * QUADS + m] = *w;
-                }
-            }
+            tile_planes(d.row(i), i, j0, c0, c1, scale, t);
         }
         for c in 0..chunks {
             let labels = &packed[c * quads * 4 * LANES..(c + 1) * quads * 4 * LANES];
