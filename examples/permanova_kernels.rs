@@ -1,10 +1,10 @@
 //! Where the PERMANOVA kernels spend their time, without Python (run: cargo run --release --example permanova_kernels).
 //!
 //! n = 2000 points in 24 dimensions, 3 groups, 1024 permutations: times the label packing, every kernel of
-//! the quantized screen (those this CPU runs), the exact f64 kernel, and the factored screen's two kernels (its residual pass and its
-//! per-permutation group sums), on one thread and on all, with pair-updates per second where it applies.
-//! Times are CPU seconds of the whole process (all threads, CLOCK_PROCESS_CPUTIME_ID) where Linux gives
-//! them, else wall seconds: on a shared machine the CPU time is what the kernel itself cost.
+//! the quantized screen this CPU runs, the exact f64 kernel, and the factored screen's two kernels (its
+//! residual pass and its per-permutation group sums), on one thread and on all, with pair-updates per second
+//! where it applies. Times are CPU seconds of the whole process (all threads, CLOCK_PROCESS_CPUTIME_ID) where
+//! Linux gives them, else wall seconds: on a shared machine the CPU time is what the kernel itself cost.
 use stats_core_native::factored::{between_sums, residual_max};
 use stats_core_native::matrix::Distances;
 use stats_core_native::permanova::{pack, within_sums};
