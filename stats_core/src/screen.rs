@@ -3,7 +3,9 @@
 //! Each d²_ij becomes q_ij = round(d²_ij · scale) ≤ 2²³ (the caller picks `scale` from the largest d²), so
 //! integer sums carry no rounding error at all: the screened SS_W differs from the exact one only by the
 //! quantization, at most ½ / scale per pair, the same for every permutation (`stats_core/_screen.py`
-//! turns that into the margin). Two kernels give bit-identical sums:
+//! turns that into the margin). Three kernels give bit-identical sums (the fastest the CPU runs is used):
+//! - `Kernel::Vnni` (AVX-512 VNNI, VL, BW, VBMI; ≤ 256 groups; `screen_vnni.rs`): the byte planes through
+//!   `vpdpbusd`, accumulating straight into i32 — one instruction per 32 pair-updates and plane, ~53 G/s per thread.
 //! - `Kernel::BytePlanes` (AVX2, ≤ 256 groups): byte labels; q split into three bytes, and `vpmaddubsw`
 //!   multiplies two columns' q bytes by 16 permutations' compare masks and adds the pairs — 7 vector
 //!   operations per 32 pair-updates. ~29 G pair-updates/s per thread (`examples/permanova_kernels.rs`).
