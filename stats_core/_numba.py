@@ -161,12 +161,19 @@ def _permanova_within(flat, square, labels_t, inverse_sizes):
         _within_row(flat, square, labels_t, inverse_sizes, t, n, rsum, partials[t])
         if rows - 1 - t != t:
             _within_row(flat, square, labels_t, inverse_sizes, rows - 1 - t, n, rsum, partials[t])
-    return partials.sum(axis=0)
+    return partials
 
 
 def permanova_within(distances: np.ndarray, labels: np.ndarray, inverse_sizes: np.ndarray) -> np.ndarray:
     """SS_W = Σ_g (1/n_g) Σ_{i<j ∈ g} d²_ij for each row of labels (P, n) int32 → (P,)."""
-    return _permanova_within(distances.reshape(-1), distances.ndim == 2, np.ascontiguousarray(labels.T), inverse_sizes)
+    # The tasks' partial sums are added outside numba: inside a parallel function `.sum()` becomes a
+    # per-thread reduction whose order (and last bits) would depend on the thread count.
+    flat, labels_t = distances.reshape(-1), np.ascontiguousarray(labels.T)
+    return _permanova_within(flat, distances.ndim == 2, labels_t, inverse_sizes).sum(axis=0)
+
+
+# Tasks of the observed pass, as src/matrix.rs's REDUCTION_PARTS: a constant so the result is thread-count free.
+_REDUCTION_BLOCKS = 32
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
@@ -205,18 +212,20 @@ def _permanova_observed(flat, square, codes, inverse_sizes, blocks):
         total[b] = everything
         largest[b] = top
         bad[b] = block_bad
-    return within.sum(), total.sum(), largest.max(), sums.sum(axis=0), not bad.any()
+    return within, total, largest, sums, bad
 
 
 def permanova_observed(
     distances: np.ndarray, codes: np.ndarray, inverse_sizes: np.ndarray
 ) -> tuple[float, float, float, np.ndarray, bool]:
     """One pass: (SS_W of codes (n,) int32, Σ_{i<j} d²_ij, max d²_ij, Σ_j d²_ij per object (n,), all d finite, >= 0)."""
-    blocks = 4 * numba.get_num_threads()
-    within, total, largest, row_sums, valid = _permanova_observed(
+    # A fixed number of tasks (not the thread count): the same sums, bit for bit, on any number of threads.
+    blocks = _REDUCTION_BLOCKS
+    within, total, largest, row_sums, bad = _permanova_observed(
         distances.reshape(-1), distances.ndim == 2, codes, inverse_sizes, blocks
     )
-    return float(within), float(total), float(largest), row_sums, bool(valid)
+    # reduced here, in block order, not by numba's thread-count-dependent parallel reductions
+    return float(within.sum()), float(total.sum()), float(largest.max()), row_sums.sum(axis=0), not bool(bad.any())
 
 
 @numba.njit(inline="always")
@@ -337,7 +346,7 @@ def _permanova_quantized(flat, square, labels_t, inverse_sizes, scale):
         _quantized_row(flat, square, labels_t, inverse_sizes, scale, t, n, seg, total, partials[t])
         if rows - 1 - t != t:
             _quantized_row(flat, square, labels_t, inverse_sizes, scale, rows - 1 - t, n, seg, total, partials[t])
-    return partials.sum(axis=0) / scale
+    return partials
 
 
 def permanova_quantized(
@@ -347,7 +356,8 @@ def permanova_quantized(
     # Object-major labels in the narrowest integer type: each row streams every later object's labels.
     narrow = np.int8 if inverse_sizes.shape[0] <= 127 else np.int16 if inverse_sizes.shape[0] <= 32767 else np.int32
     labels_t = np.ascontiguousarray(labels.T.astype(narrow))
-    return _permanova_quantized(distances.reshape(-1), distances.ndim == 2, labels_t, inverse_sizes, scale)
+    partials = _permanova_quantized(distances.reshape(-1), distances.ndim == 2, labels_t, inverse_sizes, scale)
+    return partials.sum(axis=0) / scale  # outside numba: a fixed order of additions (see permanova_within)
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
@@ -432,7 +442,11 @@ def group_f(values, labels, inverse_sizes):
     """One-way ANOVA F of values (n,) for each grouping row of labels (P, n) → (P,)."""
     g = inverse_sizes.shape[0]
     n = values.shape[0]
-    mean = values.sum() / n
+    # a sequential sum, in the native kernel's order: `values.sum()` would be a thread-count-dependent reduction
+    mean = 0.0
+    for i in range(n):
+        mean += values[i]
+    mean /= n
     out = np.empty(labels.shape[0])
     for p in numba.prange(labels.shape[0]):
         means = np.zeros(g)

@@ -1,10 +1,6 @@
 //! Per-object sums of distances by group (silhouette, PERMDISP) and cluster centroids/spread (Davies–Bouldin).
-use crate::matrix::{balanced_row_ranges, Distances};
+use crate::matrix::{balanced_row_ranges, Distances, REDUCTION_PARTS};
 use rayon::prelude::*;
-
-/// Row ranges of `group_row_sums`: fixed, so the column sums' association does not follow the thread count;
-/// enough to keep 32 threads busy, and each holds one g × n column accumulator until the ordered sum.
-const TASKS: usize = 32;
 
 /// (n × g) row-major: entry (i, h) = Σ_{j in group h, j ≠ i} d_ij, or d²_ij when `squared`; and whether every
 /// distance is finite and non-negative (checked in the same pass, so callers need not validate first).
@@ -12,15 +8,15 @@ const TASKS: usize = 32;
 /// One pass over the upper triangle; each pair feeds both its rows. Tasks own contiguous row ranges. The
 /// "row i, later j" side is a per-row reduction by group (4 interleaved accumulators break the
 /// store-to-load chains); the "later j, row i" side goes to a group-major (g × n) column accumulator, so
-/// for fixed i it is a contiguous vector add. The tasks are a fixed split of the rows (TASKS ranges, whatever
-/// the number of threads) and their results are summed in task order, so the sums are bit-identical on any
-/// thread count.
+/// for fixed i it is a contiguous vector add. The tasks are a fixed split of the rows (REDUCTION_PARTS ranges,
+/// whatever the number of threads; each holds one g × n column accumulator until the ordered sum) and their
+/// results are summed in task order, so the sums are bit-identical on any thread count.
 // `(v >= 0.0) & (v <= f64::MAX)` in the hot loop: a branch-free `&` of two compares (false for NaN and
 // ±inf) that keeps the validity check vectorised; `RangeInclusive::contains` would be a short-circuit `&&`.
 #[allow(clippy::manual_range_contains)]
 pub fn group_row_sums(d: Distances<'_>, codes: &[u32], g: usize, squared: bool) -> (Vec<f64>, bool) {
     let n = d.n;
-    let ranges = balanced_row_ranges(n, TASKS);
+    let ranges = balanced_row_ranges(n, REDUCTION_PARTS);
     let parts: Vec<(usize, Vec<f64>, Vec<f64>, bool)> = ranges
         .par_iter()
         .map(|&(r0, r1)| {

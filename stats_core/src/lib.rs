@@ -20,6 +20,8 @@ pub mod permdisp;
 pub mod permute;
 mod py;
 pub mod screen;
+#[cfg(target_arch = "x86_64")]
+pub mod screen_vnni;
 
 /// The private compiled module `stats_core._native`; only `stats_core/_backend.py` imports it.
 #[pymodule]

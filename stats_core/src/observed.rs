@@ -2,7 +2,7 @@
 //! the largest d² (which scales the quantized screen), each object's Σ_j d²_ij (which centres Gower's
 //! matrix for the factored screen) and whether every distance is finite and non-negative — so the caller
 //! needs no separate validation pass.
-use crate::matrix::{balanced_row_ranges, Distances};
+use crate::matrix::{balanced_row_ranges, Distances, REDUCTION_PARTS};
 use rayon::prelude::*;
 
 /// What one pass over the upper triangle gives.
@@ -23,14 +23,15 @@ pub struct Observed {
 /// The observed sums of `codes` (group of each object, weights `inv` = 1/n_g) over the upper triangle.
 ///
 /// Four interleaved lanes per row keep the f64 additions independent (the compiler may not reorder them);
-/// task results are added in task order, so the sums do not depend on thread scheduling. Each task adds
+/// the tasks (REDUCTION_PARTS of them, whatever the thread count) are added in task order, so the sums are the
+/// same bits on any number of threads. Each task adds
 /// its rows' d² to the later objects' sums in its own column vector.
 // `(v >= 0.0) & (v <= f64::MAX)` in the hot loop: a branch-free `&` of two compares (false for NaN and
 // ±inf) that keeps the validity check vectorised; `RangeInclusive::contains` would be a short-circuit `&&`.
 #[allow(clippy::manual_range_contains)]
 pub fn observed_sums(d: Distances<'_>, codes: &[u32], inv: &[f64]) -> Observed {
     let n = d.n;
-    let ranges = balanced_row_ranges(n, 4 * rayon::current_num_threads());
+    let ranges = balanced_row_ranges(n, REDUCTION_PARTS);
     let parts: Vec<(f64, f64, f64, Vec<f64>, bool)> = ranges
         .par_iter()
         .map(|&(r0, r1)| {

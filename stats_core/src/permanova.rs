@@ -167,9 +167,58 @@ fn task_u32(d: Distances<'_>, packed: &[u32], inv: &[f64], r0: usize, r1: usize,
     task(d, packed, inv, r0, r1, out, row_tile::<u32>)
 }
 
+/// Up to this many label rows `within_sums` sums them in one interleaved pass (`few_rows`) rather than in a
+/// chunk of LANES permutations, which costs as much for 1 row as for 32 (the screens' rechecks are usually 0–3 rows).
+const FEW: usize = 3;
+
+/// Rows [r0, r1) of the SS_W of K label rows (`rows`), interleaved so their K addition chains overlap: for each
+/// row, exactly the additions `task` makes for that permutation's lane (the same tiles and rows in the same order;
+/// the lanes' `+ 0.0` for other groups change no bits).
+fn few_task<const K: usize>(d: Distances<'_>, rows: [&[i32]; K], inv: &[f64], r0: usize, r1: usize) -> [f64; K] {
+    let n = d.n;
+    let mut slot = [0.0f64; K];
+    let mut c0 = r0 + 1;
+    while c0 < n {
+        let c1 = (c0 + COLS).min(n);
+        for i in r0..r1.min(c1 - 1) {
+            let j0 = c0.max(i + 1);
+            let own: [i32; K] = std::array::from_fn(|k| rows[k][i]);
+            let later: [&[i32]; K] = std::array::from_fn(|k| &rows[k][j0..c1]);
+            let mut acc = [0.0f64; K];
+            for (jj, v) in d.row(i)[j0 - i - 1..c1 - i - 1].iter().enumerate() {
+                for k in 0..K {
+                    acc[k] += if later[k][jj] == own[k] { v * v } else { 0.0 };
+                }
+            }
+            for k in 0..K {
+                slot[k] += acc[k] * inv[own[k] as usize];
+            }
+        }
+        c0 = c1;
+    }
+    slot
+}
+
+/// SS_W of K label rows, bit for bit what the chunked kernels give them (blocks of ROWS rows, added in order).
+fn few_rows<const K: usize>(d: Distances<'_>, rows: [&[i32]; K], inv: &[f64]) -> Vec<f64> {
+    let n = d.n;
+    let blocks: Vec<(usize, usize)> = (0..n - 1).step_by(ROWS).map(|r| (r, (r + ROWS).min(n - 1))).collect();
+    let parts: Vec<[f64; K]> = blocks.par_iter().map(|&(r0, r1)| few_task(d, rows, inv, r0, r1)).collect();
+    (0..K).map(|k| parts.iter().fold(0.0, |t, p| t + p[k])).collect()
+}
+
 /// SS_W for each of `perms` label rows (`labels` is perms × n row-major codes 0..g−1; `inv` = 1/n_g).
 pub fn within_sums(d: Distances<'_>, labels: &[i32], perms: usize, inv: &[f64]) -> Vec<f64> {
     let n = d.n;
+    if perms <= FEW && n >= 2 {
+        let row = |p: usize| &labels[p * n..(p + 1) * n];
+        return match perms {
+            0 => vec![],
+            1 => few_rows(d, [row(0)], inv),
+            2 => few_rows(d, [row(0), row(1)], inv),
+            _ => few_rows(d, [row(0), row(1), row(2)], inv),
+        };
+    }
     if inv.len() <= 256 {
         let packed = pack::<u8>(labels, perms, n);
         row_blocks(n, perms, |out, r0, r1| task_u8(d, &packed, inv, r0, r1, out))
@@ -231,6 +280,33 @@ mod tests {
             // SAFETY: AVX2 checked above.
             let simd = unsafe { avx2::row_tile_u8(&row, &labels, &own) };
             assert_eq!(portable.map(f64::to_bits), simd.map(f64::to_bits));
+        }
+    }
+
+    #[test]
+    fn few_rows_are_summed_bit_for_bit_as_in_a_chunk() {
+        let mut state = 5u64;
+        let mut next = || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) as f64 / (1u64 << 31) as f64
+        };
+        for &(n, g) in &[(2usize, 2usize), (35, 3), (600, 4), (1100, 300)] {
+            let cond: Vec<f64> = (0..n * (n - 1) / 2).map(|_| next() * 7.0).collect();
+            let d = Distances::new(&cond, n, false).unwrap();
+            let codes: Vec<i32> = (0..n).map(|j| (j % g) as i32).collect();
+            let labels = crate::permute::permutations(&codes, 3, 0, 40);
+            let inv: Vec<f64> = (0..g).map(|c| 1.0 / (c + 2) as f64).collect();
+            let chunked = within_sums(d, &labels, 40, &inv);
+            for k in 1..=FEW {
+                for p in 0..40 - k {
+                    let few = within_sums(d, &labels[p * n..(p + k) * n], k, &inv);
+                    assert_eq!(
+                        few.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                        chunked[p..p + k].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                        "n={n} p={p} rows={k}"
+                    );
+                }
+            }
         }
     }
 

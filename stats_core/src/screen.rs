@@ -3,7 +3,9 @@
 //! Each d²_ij becomes q_ij = round(d²_ij · scale) ≤ 2²³ (the caller picks `scale` from the largest d²), so
 //! integer sums carry no rounding error at all: the screened SS_W differs from the exact one only by the
 //! quantization, at most ½ / scale per pair, the same for every permutation (`stats_core/_screen.py`
-//! turns that into the margin). Two kernels give bit-identical sums:
+//! turns that into the margin). Three kernels give bit-identical sums (the fastest the CPU runs is used):
+//! - `Kernel::Vnni` (AVX-512 VNNI, VL, BW, VBMI; ≤ 256 groups; `screen_vnni.rs`): the byte planes through
+//!   `vpdpbusd`, accumulating straight into i32 — one instruction per 32 pair-updates and plane, ~53 G/s per thread.
 //! - `Kernel::BytePlanes` (AVX2, ≤ 256 groups): byte labels; q split into three bytes, and `vpmaddubsw`
 //!   multiplies two columns' q bytes by 16 permutations' compare masks and adds the pairs — 7 vector
 //!   operations per 32 pair-updates. ~29 G pair-updates/s per thread (`examples/permanova_kernels.rs`).
@@ -18,7 +20,7 @@ use crate::multiversion;
 use crate::permanova::{pack, row_blocks, LANES, ROWS};
 use rayon::prelude::*;
 
-const COLS: usize = 256;
+pub(crate) const COLS: usize = 256;
 /// The largest quantized d²: COLS of them must fit a u32 lane (256 · 2²³ = 2³¹).
 pub const QUANTUM_MAX: f64 = 8_388_608.0;
 
@@ -248,20 +250,27 @@ multiversion! {
 /// Σ_g (1/n_g) Σ_{i<j ∈ g} round(d²_ij · scale) / scale, exact up to f64 rounding of the weighted sums
 /// (relative ~1e-12); `scale` must keep every d²·scale ≤ QUANTUM_MAX.
 pub fn quantized_within_sums(d: Distances<'_>, labels: &[i32], perms: usize, inv: &[f64], scale: f64) -> Vec<f64> {
-    let kernel = if inv.len() <= 256 && avx2_available() { Kernel::BytePlanes } else { Kernel::Words };
+    let kernel = match () {
+        _ if inv.len() <= 256 && vnni_available() => Kernel::Vnni,
+        _ if inv.len() <= 256 && avx2_available() => Kernel::BytePlanes,
+        _ => Kernel::Words,
+    };
     quantized_within_sums_by(kernel, d, labels, perms, inv, scale)
 }
 
-/// The two implementations of the quantized screen; they give bit-identical sums.
+/// The implementations of the quantized screen; they give bit-identical sums.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Kernel {
     /// u32 labels and q, plain Rust (vectorized by the compiler; any CPU, any number of groups).
     Words,
     /// byte labels and byte planes of q with `vpmaddubsw` (AVX2, at most 256 groups).
     BytePlanes,
+    /// byte labels and byte planes of q with `vpdpbusd` (AVX-512 VNNI, at most 256 groups; `screen_vnni`).
+    Vnni,
 }
 
-/// `quantized_within_sums` with a given kernel (BytePlanes panics without AVX2 or with > 256 groups).
+/// `quantized_within_sums` with a given kernel (BytePlanes and Vnni panic without their CPU features or with
+/// more than 256 groups).
 pub fn quantized_within_sums_by(
     kernel: Kernel,
     d: Distances<'_>,
@@ -279,8 +288,15 @@ pub fn quantized_within_sums_by(
             // SAFETY: the CPU supports AVX2, asserted just above.
             row_blocks(n, perms, |out, r0, r1| unsafe { avx2::task(d, &packed, inv, scale, r0, r1, out) })
         }
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Vnni => {
+            assert!(vnni_available() && inv.len() <= 256, "the VNNI kernel needs AVX-512 VNNI and at most 256 groups");
+            let packed = crate::screen_vnni::pack_quads(labels, perms, n);
+            // SAFETY: the CPU supports AVX-512 VNNI, VL, BW and VBMI, asserted just above.
+            row_blocks(n, perms, |out, r0, r1| unsafe { crate::screen_vnni::task(d, &packed, inv, scale, r0, r1, out) })
+        }
         #[cfg(not(target_arch = "x86_64"))]
-        Kernel::BytePlanes => panic!("the byte-plane kernel needs AVX2"),
+        Kernel::BytePlanes | Kernel::Vnni => panic!("the byte-plane kernels need x86-64"),
         Kernel::Words => {
             let packed = pack::<u32>(labels, perms, n);
             row_blocks(n, perms, |out, r0, r1| task(d, &packed, inv, scale, r0, r1, out))
@@ -288,6 +304,13 @@ pub fn quantized_within_sums_by(
     };
     total.iter_mut().for_each(|t| *t /= scale);
     total
+}
+
+fn vnni_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return crate::screen_vnni::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 fn avx2_available() -> bool {
@@ -354,7 +377,7 @@ mod tests {
     }
 
     #[test]
-    fn byte_plane_and_u32_kernels_agree_bit_for_bit() {
+    fn byte_plane_vnni_and_u32_kernels_agree_bit_for_bit() {
         if !avx2_available() {
             return;
         }
@@ -368,11 +391,33 @@ mod tests {
             let inv: Vec<f64> = (0..g).map(|c| 1.0 / (c + 2) as f64).collect();
             let bytes = quantized_within_sums_by(Kernel::BytePlanes, d, &labels, perms, &inv, scale);
             let words = quantized_within_sums_by(Kernel::Words, d, &labels, perms, &inv, scale);
-            assert_eq!(
-                bytes.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                words.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                "n={n}"
-            );
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&bytes), bits(&words), "n={n}");
+            if vnni_available() {
+                let vnni = quantized_within_sums_by(Kernel::Vnni, d, &labels, perms, &inv, scale);
+                assert_eq!(bits(&vnni), bits(&words), "n={n}");
+            }
+        }
+    }
+
+    #[test]
+    fn half_way_squares_round_away_from_zero_on_every_kernel() {
+        // integer distances and scale ½: every odd d² lands exactly on a half; round() takes it up
+        let n = 70;
+        let mut state = 17u64;
+        let cond: Vec<f64> = (0..n * (n - 1) / 2).map(|_| (lcg(&mut state) % 9) as f64).collect();
+        let d = Distances::new(&cond, n, false).unwrap();
+        let labels: Vec<i32> = (0..3 * n).map(|_| (lcg(&mut state) % 3) as i32).collect();
+        let inv = [1.0; 3];
+        let words = quantized_within_sums_by(Kernel::Words, d, &labels, 3, &inv, 0.5);
+        for p in 0..3 {
+            let want = naive(&d, &labels[p * n..(p + 1) * n], &inv, 0.5);
+            assert_eq!(words[p], want);
+        }
+        for (kernel, ok) in [(Kernel::BytePlanes, avx2_available()), (Kernel::Vnni, vnni_available())] {
+            if ok {
+                assert_eq!(quantized_within_sums_by(kernel, d, &labels, 3, &inv, 0.5), words, "{kernel:?}");
+            }
         }
     }
 
