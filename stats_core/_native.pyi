@@ -11,6 +11,7 @@ __all__ = [
     "build_profile",
     "cell_factor_sums",
     "cell_forms",
+    "cell_pair_quanta",
     "cell_pair_sums",
     "cluster_spread",
     "gower_residual",
@@ -73,6 +74,9 @@ def cluster_spread(
 def cell_pair_sums(
     squares: npt.NDArray[np.float64], cell_rows: npt.NDArray[np.int32], cells: int
 ) -> npt.NDArray[np.float64]: ...
+def cell_pair_quanta(
+    quanta: npt.NDArray[np.uint32], cell_rows: npt.NDArray[np.int32], cells: int
+) -> npt.NDArray[np.uint64]: ...
 def cell_factor_sums(
     factor: npt.NDArray[np.float64], cell_rows: npt.NDArray[np.int32], cells: int
 ) -> npt.NDArray[np.float64]: ...

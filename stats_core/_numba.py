@@ -9,6 +9,7 @@ from stats_core._numba_kendall import kendall_tau_b_rows as kendall_tau_b_rows  
 from stats_core._numba_kendall import tau_b
 from stats_core._numba_terms import cell_factor_sums as cell_factor_sums  # kernels of this backend
 from stats_core._numba_terms import cell_forms as cell_forms
+from stats_core._numba_terms import cell_pair_quanta as cell_pair_quanta
 from stats_core._numba_terms import cell_pair_sums as cell_pair_sums
 
 

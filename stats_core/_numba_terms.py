@@ -30,6 +30,28 @@ def cell_pair_sums(squares: np.ndarray, cell_rows: np.ndarray, cells: int) -> np
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
+def _cell_pair_quanta(quanta, cell_rows, cells):
+    rows, n = cell_rows.shape
+    out = np.zeros((rows, cells * cells), dtype=np.uint64)
+    for p in numba.prange(rows):
+        labels = cell_rows[p]
+        acc = out[p]
+        k = 0
+        for i in range(n):
+            base = labels[i] * cells
+            for j in range(i + 1, n):
+                acc[base + labels[j]] += np.uint64(quanta[k])
+                k += 1
+    return out
+
+
+def cell_pair_quanta(quanta: np.ndarray, cell_rows: np.ndarray, cells: int) -> np.ndarray:
+    """(rows, cells, cells) uint64 integer sums of condensed uint32 ``quanta`` between cells (see _reference_terms)."""
+    out = _cell_pair_quanta(np.ascontiguousarray(quanta, np.uint32), np.ascontiguousarray(cell_rows, np.int32), cells)
+    return out.reshape(cell_rows.shape[0], cells, cells)
+
+
+@numba.njit(cache=True, parallel=True, nogil=True)
 def _cell_factor_sums(factor, cell_rows, cells):
     rows, n = cell_rows.shape
     k = factor.shape[1]

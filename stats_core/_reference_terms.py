@@ -25,6 +25,20 @@ def cell_pair_sums(squares: np.ndarray, cell_rows: np.ndarray, cells: int) -> np
     return out.reshape(rows, cells, cells)
 
 
+def cell_pair_quanta(quanta: np.ndarray, cell_rows: np.ndarray, cells: int) -> np.ndarray:
+    """(rows, cells, cells) uint64: ``cell_pair_sums`` of integer quanta (condensed uint32), exact in integers."""
+    rows, n = cell_rows.shape
+    out = np.zeros((rows, cells * cells), dtype=np.uint64)
+    i, j = np.triu_indices(n, k=1)
+    for start in range(0, quanta.shape[0], _CHUNK):
+        stop = start + _CHUNK
+        for p in range(rows):
+            labels = cell_rows[p].astype(np.int64)
+            bins = labels[i[start:stop]] * cells + labels[j[start:stop]]
+            out[p] += np.bincount(bins, quanta[start:stop].astype(np.float64), cells * cells).astype(np.uint64)
+    return out.reshape(rows, cells, cells)
+
+
 def cell_factor_sums(factor: np.ndarray, cell_rows: np.ndarray, cells: int) -> np.ndarray:
     """(rows, cells, k): M[p, c] = Σ over objects i with cell_rows[p, i] = c of factor[i] (factor (n, k)).
 

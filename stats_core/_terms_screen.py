@@ -23,6 +23,11 @@ from stats_core import _resample, _screen, _terms_model
 
 # Doubles of per-permutation sums (C × C bins, or C × k factor sums) held at once: 16 MiB, whatever the design.
 CHUNK_VALUES = 1 << 21
+# The integer screen's largest quantum: 256 of them fit a u32 lane (src/cell_sums.rs).
+QUANTUM_MAX = 2.0**23
+# The integer screen sweeps the distances once per cell (but one): beyond this many cells the exact pass,
+# one scattered add per pair, is as cheap.
+MAX_QUANTIZED_CELLS = 16
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,33 @@ class FactorScreen:
     factor: np.ndarray  # (n, k)
     errors: np.ndarray  # (m,) bound on |f̃_a − f_a|
 
+    def width(self, cells: int) -> int:
+        """Sums held per permutation."""
+        return cells * self.factor.shape[1]
+
+    def forms(self, kernels: ModuleType, model: Model, rows: np.ndarray, cells: int) -> np.ndarray:
+        """Screened per-vector SS (P, m) of label rows (P, n): ‖(Z_π v_a)ᵀ Y‖²."""
+        projected = np.matmul(model.vectors.T, kernels.cell_factor_sums(self.factor, rows, cells))  # (P, m, k)
+        return (projected * projected).sum(axis=-1)
+
+
+@dataclass(frozen=True)
+class QuantizedScreen:
+    """Every d² as an integer quantum q = round(d² · scale) ≤ QUANTUM_MAX, with the bound on each SS's error."""
+
+    quanta: np.ndarray  # (n(n−1)/2,) uint32
+    scale: float
+    errors: np.ndarray  # (m,) bound on |f̃_a − f_a|
+
+    def width(self, cells: int) -> int:
+        """Sums held per permutation."""
+        return cells * cells
+
+    def forms(self, kernels: ModuleType, model: Model, rows: np.ndarray, cells: int) -> np.ndarray:
+        """Screened per-vector SS (P, m) of label rows (P, n): −½ v_aᵀ B̃ v_a from the exact integer cell sums."""
+        sums = kernels.cell_pair_quanta(self.quanta, rows, cells).astype(np.float64) / self.scale
+        return _terms_model.model_ss(sums, model.vectors)
+
 
 def factor_screen(
     kernels: ModuleType, distances: np.ndarray, n: int, model: Model, cell_sizes: np.ndarray
@@ -89,10 +121,33 @@ def factor_screen(
     return FactorScreen(factor, errors)
 
 
+def quantized_screen(squares: np.ndarray, model: Model, cell_sizes: np.ndarray) -> QuantizedScreen | None:
+    """The integer screen, for designs with at most MAX_QUANTIZED_CELLS cells (its work grows with C per pair).
+
+    Per pair |q / scale − d²| ≤ ε = (½ + 2⁻²⁰) / scale (rounding to an integer, and the f64 product
+    d² · scale ≤ 2²³); the integer cell sums are exact, so |f̃_a − f_a| = |Σ_{i<j} e_ij w_i w_j| ≤
+    ε (Σ_c n_c |v_ac|)². The f64 quadratic form of the sums adds at most (C² + 8) · 2⁻⁵⁰ of
+    (max d² + ε)(Σ_c n_c |v_ac|)², and the F arithmetic SUM_RTOL of SS_T, as for the factor screen.
+    """
+    cells = len(cell_sizes)
+    largest = float(squares.max()) if squares.size else 0.0
+    if not (2 <= cells <= MAX_QUANTIZED_CELLS and 0.0 < largest < np.inf):
+        return None
+    scale = QUANTUM_MAX / largest
+    if not np.isfinite(scale):
+        return None  # subnormal d²
+    epsilon = (0.5 + 2.0**-20) / scale
+    weights = (cell_sizes[:, None] * np.abs(model.vectors)).sum(axis=0) ** 2
+    rounding = (cells * cells + 8) * 2.0**-50 * (largest + epsilon) * weights
+    errors = epsilon * weights + rounding + _screen.SUM_RTOL * model.ss_total
+    quanta = np.minimum(np.rint(squares * scale), QUANTUM_MAX).astype(np.uint32)
+    return QuantizedScreen(quanta, scale, errors)
+
+
 def count_block(
     kernels: ModuleType,
     model: Model,
-    screen: FactorScreen | None,
+    screen: FactorScreen | QuantizedScreen | None,
     squares: np.ndarray,
     rows: np.ndarray,
     cells: int,
@@ -100,7 +155,7 @@ def count_block(
 ) -> np.ndarray:
     """Per tested term, the permutations among label rows (P, n) whose F is at least ``observed``'s (ties in
     TIE_RTOL, as ``_resample.count_at_least``); 0 for a term with df 0. Memory: CHUNK_VALUES sums at a time."""
-    step = max(1, CHUNK_VALUES // max(cells * (screen.factor.shape[1] if screen is not None else cells), 1))
+    step = max(1, CHUNK_VALUES // max(screen.width(cells) if screen is not None else cells * cells, 1))
     counts = np.zeros(len(model.df), dtype=np.int64)
     for start in range(0, rows.shape[0], step):
         chunk = np.ascontiguousarray(rows[start : start + step])
@@ -111,7 +166,7 @@ def count_block(
 def _count_chunk(
     kernels: ModuleType,
     model: Model,
-    screen: FactorScreen | None,
+    screen: FactorScreen | QuantizedScreen | None,
     squares: np.ndarray,
     rows: np.ndarray,
     cells: int,
@@ -124,9 +179,7 @@ def _count_chunk(
     if screen is None or not np.isfinite(observed[tested]).all():
         exact = model.stats(model.exact_forms(kernels, squares, rows, cells))[2]
         return np.where(tested, (exact >= threshold).sum(axis=0), 0)
-    sums = kernels.cell_factor_sums(screen.factor, rows, cells)
-    projected = np.matmul(model.vectors.T, sums)  # (P, m, k): (Z_π v_a)ᵀ Y
-    gains, residual, _ = model.stats((projected * projected).sum(axis=-1))
+    gains, residual, _ = model.stats(screen.forms(kernels, model, rows, cells))
     gain_error = screen.errors @ np.abs(model.signs)
     residual_error = screen.errors[: model.rank].sum()
     scale = model.df_residual / np.where(tested, model.df, 1)

@@ -129,7 +129,12 @@ def permanova_terms(
     ss, residual, f = (
         v[0] for v in terms_model.stats(terms_model.exact_forms(kernels, squares, fac.cells[None], cells))
     )
-    screen = _terms_screen.factor_screen(kernels, dist, n, terms_model, fac.cell_sizes) if count else None
+    screen = (
+        _terms_screen.factor_screen(kernels, dist, n, terms_model, fac.cell_sizes)
+        or _terms_screen.quantized_screen(squares, terms_model, fac.cell_sizes)
+        if count
+        else None
+    )
     exceed = np.zeros(len(tested), dtype=np.int64)
     for block in _resample.permuted_label_blocks(kernels, fac.cells, seed_used, count, blocks):
         exceed += _terms_screen.count_block(kernels, terms_model, screen, squares, block, cells, f)

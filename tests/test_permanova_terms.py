@@ -417,6 +417,50 @@ def test_screened_counts_equal_exact_counts(monkeypatch, backend, n, by):
     assert 0.001 < min(r.p_value for r in exact.rows) < 1.0
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("n", "by"), [(6, "terms"), (48, "terms"), (48, "margin")])
+def test_quantized_screen_counts_equal_exact_counts(monkeypatch, backend, n, by):
+    """Bray–Curtis distances (Gower's matrix not low rank): the integer screen's SS lie within its error bounds
+    of the exact SS, it decides most permutations, and the counts are the exact kernel's (n = 6: every F value
+    recurs, so ties with the observed F are recomputed exactly)."""
+    from stats_core import _terms_screen
+
+    rng = np.random.default_rng(n)
+    a, b = np.arange(n) % 2, (np.arange(n) // 2) % 3 if n > 6 else np.array([0, 0, 1, 1, 0, 1])
+    x = np.exp(rng.normal(size=(n, 5)) + 0.3 * a[:, None])
+    args = (ssd.pdist(x, "braycurtis"), {"a": a, "b": b}, ["a", "b", "a:b"])
+    screens, exact_rows = [], []
+    real_screen, real_exact = _terms_screen.quantized_screen, _terms_screen.Model.exact_forms
+
+    def spy(squares, model, sizes):
+        screens.append((real_screen(squares, model, sizes), model))
+        return screens[-1][0]
+
+    def counting_exact(self, kernels, squares, rows, cells):
+        exact_rows.append(rows.shape[0])
+        return real_exact(self, kernels, squares, rows, cells)
+
+    monkeypatch.setattr(_terms_screen, "quantized_screen", spy)
+    monkeypatch.setattr(_terms_screen.Model, "exact_forms", counting_exact)
+    screened = stats_core.permanova_terms(*args, by=by, permutations=999, seed=7, backend=backend)
+    screen, model = screens[-1]
+    assert isinstance(screen, _terms_screen.QuantizedScreen)
+    if n > 6:
+        assert sum(exact_rows) < 100  # the observed F, and few undecided permutations
+    kernels = stats_core._backend.kernels(backend)
+    squares = np.square(args[0])
+    cells = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+    rows = cells[stats_core.permutation_indices(n, 200, 3)].astype(np.int32)
+    count = model.vectors.shape[0]
+    gap = np.abs(screen.forms(kernels, model, rows, count) - real_exact(model, kernels, squares, rows, count))
+    assert (gap <= screen.errors).all()
+    assert gap.max() > 0  # quantization is visible: the bound is not vacuous
+    monkeypatch.setattr(_terms_screen, "quantized_screen", lambda *a, **k: None)
+    exact = stats_core.permanova_terms(*args, by=by, permutations=999, seed=7, backend=backend)
+    assert screened == exact
+    assert 0.001 < min(r.p_value for r in exact.rows) < 1.0
+
+
 def test_interactions_follow_main_effects_as_in_r_formulas():
     d, factors, _ = _design("unbalanced")
     listed = stats_core.permanova_terms(d, factors, ["a:b", "b", "a"], permutations=19, seed=3)

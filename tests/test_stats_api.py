@@ -13,6 +13,7 @@ KERNELS = {
     "bootstrap_kendall",
     "cell_factor_sums",
     "cell_forms",
+    "cell_pair_quanta",
     "cell_pair_sums",
     "cluster_spread",
     "gower_residual",
