@@ -9,9 +9,9 @@ __all__ = [
     "__version__",
     "bootstrap_kendall",
     "build_profile",
+    "cell_column_quanta",
     "cell_factor_sums",
     "cell_forms",
-    "cell_pair_quanta",
     "cell_pair_sums",
     "cluster_spread",
     "gower_residual",
@@ -74,8 +74,8 @@ def cluster_spread(
 def cell_pair_sums(
     squares: npt.NDArray[np.float64], cell_rows: npt.NDArray[np.int32], cells: int
 ) -> npt.NDArray[np.float64]: ...
-def cell_pair_quanta(
-    quanta: npt.NDArray[np.uint32], cell_rows: npt.NDArray[np.int32], cells: int
+def cell_column_quanta(
+    quanta: npt.NDArray[np.uint32], cell_rows: npt.NDArray[np.int32], columns: npt.NDArray[np.uint8]
 ) -> npt.NDArray[np.uint64]: ...
 def cell_factor_sums(
     factor: npt.NDArray[np.float64], cell_rows: npt.NDArray[np.int32], cells: int

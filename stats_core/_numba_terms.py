@@ -5,6 +5,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from stats_core._reference_terms import design_forms
+
 
 @numba.njit(cache=True, parallel=True, nogil=True)
 def _cell_pair_sums(squares, cell_rows, cells):
@@ -45,10 +47,11 @@ def _cell_pair_quanta(quanta, cell_rows, cells):
     return out
 
 
-def cell_pair_quanta(quanta: np.ndarray, cell_rows: np.ndarray, cells: int) -> np.ndarray:
-    """(rows, cells, cells) uint64 integer sums of condensed uint32 ``quanta`` between cells (see _reference_terms)."""
+def cell_column_quanta(quanta: np.ndarray, cell_rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """(rows, p + 1, p + 1) uint64 X̃ᵀ U X̃ of the integer cell sums of ``quanta`` (see _reference_terms)."""
+    cells = columns.shape[0]
     out = _cell_pair_quanta(np.ascontiguousarray(quanta, np.uint32), np.ascontiguousarray(cell_rows, np.int32), cells)
-    return out.reshape(cell_rows.shape[0], cells, cells)
+    return design_forms(out.reshape(cell_rows.shape[0], cells, cells), columns)
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)

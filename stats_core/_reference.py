@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from stats_core._reference_terms import cell_factor_sums as cell_factor_sums  # kernels of this backend
+from stats_core._reference_terms import cell_column_quanta as cell_column_quanta  # kernels of this backend
+from stats_core._reference_terms import cell_factor_sums as cell_factor_sums
 from stats_core._reference_terms import cell_forms as cell_forms
-from stats_core._reference_terms import cell_pair_quanta as cell_pair_quanta
 from stats_core._reference_terms import cell_pair_sums as cell_pair_sums
 
 PAIRWISE_MAX = 128  # rows up to this long count pair by pair; longer ones by Knight's method (same counts)

@@ -35,6 +35,9 @@ from stats_core.permanova import effect_sizes
 from stats_core.results import PermanovaTerm, PermanovaTermsResult
 
 BY = ("terms", "margin")
+# The integer screen sweeps the distances once per design column: beyond this many, the exact pass (one
+# scattered add per pair and permutation) is as cheap.
+MAX_QUANTIZED_RANK = 12
 
 
 def _squared_condensed(distances: object) -> tuple[np.ndarray, np.ndarray, int]:
@@ -46,6 +49,11 @@ def _squared_condensed(distances: object) -> tuple[np.ndarray, np.ndarray, int]:
 
 def _label(term: tuple[str, ...]) -> str:
     return ":".join(term)
+
+
+def _design_columns(model: Sequence[tuple[str, ...]], fac: _terms_model.Factors) -> np.ndarray:
+    """The full model's design columns at the cells (C, ·), each 0/1: products of level indicators."""
+    return np.concatenate([_terms_model.term_columns(t, model[:i], fac) for i, t in enumerate(model)], axis=1)
 
 
 def _tested(model: Sequence[tuple[str, ...]], by: str) -> list[int]:
@@ -131,8 +139,8 @@ def permanova_terms(
     )
     screen = (
         _terms_screen.factor_screen(kernels, dist, n, terms_model, fac.cell_sizes)
-        or _terms_screen.quantized_screen(squares, terms_model, fac.cell_sizes)
-        if count
+        or _terms_screen.quantized_screen(squares, terms_model, fac.cell_sizes, _design_columns(model, fac))
+        if count and rank <= MAX_QUANTIZED_RANK
         else None
     )
     exceed = np.zeros(len(tested), dtype=np.int64)

@@ -418,22 +418,26 @@ def test_screened_counts_equal_exact_counts(monkeypatch, backend, n, by):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize(("n", "by"), [(6, "terms"), (48, "terms"), (48, "margin")])
-def test_quantized_screen_counts_equal_exact_counts(monkeypatch, backend, n, by):
+@pytest.mark.parametrize(
+    ("n", "by", "terms"),
+    [(6, "terms", "a+b+a:b"), (48, "terms", "a+b+a:b"), (48, "margin", "a+b+a:b"), (48, "terms", "b+a")],
+)
+def test_quantized_screen_counts_equal_exact_counts(monkeypatch, backend, n, by, terms):
     """Bray–Curtis distances (Gower's matrix not low rank): the integer screen's SS lie within its error bounds
     of the exact SS, it decides most permutations, and the counts are the exact kernel's (n = 6: every F value
-    recurs, so ties with the observed F are recomputed exactly)."""
+    recurs, so ties with the observed F are recomputed exactly); main effects only, the sweeps are the 3 design
+    columns instead of the 5 cells' but one."""
     from stats_core import _terms_screen
 
     rng = np.random.default_rng(n)
     a, b = np.arange(n) % 2, (np.arange(n) // 2) % 3 if n > 6 else np.array([0, 0, 1, 1, 0, 1])
     x = np.exp(rng.normal(size=(n, 5)) + 0.3 * a[:, None])
-    args = (ssd.pdist(x, "braycurtis"), {"a": a, "b": b}, ["a", "b", "a:b"])
+    args = (ssd.pdist(x, "braycurtis"), {"a": a, "b": b}, terms.split("+"))
     screens, exact_rows = [], []
     real_screen, real_exact = _terms_screen.quantized_screen, _terms_screen.Model.exact_forms
 
-    def spy(squares, model, sizes):
-        screens.append((real_screen(squares, model, sizes), model))
+    def spy(squares, model, sizes, design):
+        screens.append((real_screen(squares, model, sizes, design), model))
         return screens[-1][0]
 
     def counting_exact(self, kernels, squares, rows, cells):
@@ -445,6 +449,7 @@ def test_quantized_screen_counts_equal_exact_counts(monkeypatch, backend, n, by)
     screened = stats_core.permanova_terms(*args, by=by, permutations=999, seed=7, backend=backend)
     screen, model = screens[-1]
     assert isinstance(screen, _terms_screen.QuantizedScreen)
+    assert screen.columns.shape[1] == model.rank
     if n > 6:
         assert sum(exact_rows) < 100  # the observed F, and few undecided permutations
     kernels = stats_core._backend.kernels(backend)
