@@ -251,6 +251,24 @@ def test_kernel_sums_are_bit_identical_to_the_reference(backend):
     np.testing.assert_allclose(reference[3], direct, rtol=1e-12)
 
 
+@pytest.mark.parametrize("backend", ["native", "numba"])
+def test_integer_design_sums_equal_the_reference_and_the_definition(backend):
+    """cell_column_quanta: X̃ᵀ U X̃ of integer quanta (n past one 256-column tile, 37 rows: a partial lane group)
+    equal to the numpy reference and to the pair-by-pair definition."""
+    rng = np.random.default_rng(4)
+    n, cells = 300, 5
+    quanta = rng.integers(0, 2**23 + 1, size=n * (n - 1) // 2).astype(np.uint32)
+    rows = rng.integers(0, cells, size=(37, n)).astype(np.int32)
+    columns = np.array([[0, 0], [1, 0], [0, 1], [1, 1], [0, 1]], dtype=np.uint8)
+    reference = stats_core._backend.kernels("numpy").cell_column_quanta(quanta, rows, columns)
+    got = stats_core._backend.kernels(backend).cell_column_quanta(quanta, rows, columns)
+    assert got.dtype == np.uint64 and np.array_equal(got, reference)
+    i, j = np.triu_indices(n, 1)
+    x = np.concatenate([np.ones((cells, 1), np.int64), columns], axis=1)
+    direct = np.einsum("k,kr,ks->rs", quanta.astype(np.int64), x[rows[36, i]], x[rows[36, j]])
+    assert np.array_equal(reference[36].astype(np.int64), direct)
+
+
 _THREADS_SCRIPT = """
 import numpy as np, scipy.spatial.distance as ssd, stats_core
 x = np.random.default_rng(1).normal(size=(300, 4))
