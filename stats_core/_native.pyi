@@ -9,6 +9,7 @@ __all__ = [
     "__version__",
     "bootstrap_kendall",
     "build_profile",
+    "cell_column_quanta",
     "cell_factor_sums",
     "cell_forms",
     "cell_pair_sums",
@@ -73,6 +74,9 @@ def cluster_spread(
 def cell_pair_sums(
     squares: npt.NDArray[np.float64], cell_rows: npt.NDArray[np.int32], cells: int
 ) -> npt.NDArray[np.float64]: ...
+def cell_column_quanta(
+    quanta: npt.NDArray[np.uint32], cell_rows: npt.NDArray[np.int32], columns: npt.NDArray[np.uint8]
+) -> npt.NDArray[np.uint64]: ...
 def cell_factor_sums(
     factor: npt.NDArray[np.float64], cell_rows: npt.NDArray[np.int32], cells: int
 ) -> npt.NDArray[np.float64]: ...

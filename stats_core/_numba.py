@@ -7,7 +7,8 @@ import numpy as np
 
 from stats_core._numba_kendall import kendall_tau_b_rows as kendall_tau_b_rows  # a kernel of this backend
 from stats_core._numba_kendall import tau_b
-from stats_core._numba_terms import cell_factor_sums as cell_factor_sums  # kernels of this backend
+from stats_core._numba_terms import cell_column_quanta as cell_column_quanta  # kernels of this backend
+from stats_core._numba_terms import cell_factor_sums as cell_factor_sums
 from stats_core._numba_terms import cell_forms as cell_forms
 from stats_core._numba_terms import cell_pair_sums as cell_pair_sums
 

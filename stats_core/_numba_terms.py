@@ -5,6 +5,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from stats_core._reference_terms import design_forms
+
 
 @numba.njit(cache=True, parallel=True, nogil=True)
 def _cell_pair_sums(squares, cell_rows, cells):
@@ -27,6 +29,29 @@ def cell_pair_sums(squares: np.ndarray, cell_rows: np.ndarray, cells: int) -> np
     """(rows, cells, cells) sums of condensed ``squares`` between the cells of each row (see _reference_terms)."""
     out = _cell_pair_sums(np.ascontiguousarray(squares, np.float64), np.ascontiguousarray(cell_rows, np.int32), cells)
     return out.reshape(cell_rows.shape[0], cells, cells)
+
+
+@numba.njit(cache=True, parallel=True, nogil=True)
+def _cell_pair_quanta(quanta, cell_rows, cells):
+    rows, n = cell_rows.shape
+    out = np.zeros((rows, cells * cells), dtype=np.uint64)
+    for p in numba.prange(rows):
+        labels = cell_rows[p]
+        acc = out[p]
+        k = 0
+        for i in range(n):
+            base = labels[i] * cells
+            for j in range(i + 1, n):
+                acc[base + labels[j]] += np.uint64(quanta[k])
+                k += 1
+    return out
+
+
+def cell_column_quanta(quanta: np.ndarray, cell_rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """(rows, p + 1, p + 1) uint64 X̃ᵀ U X̃ of the integer cell sums of ``quanta`` (see _reference_terms)."""
+    cells = columns.shape[0]
+    out = _cell_pair_quanta(np.ascontiguousarray(quanta, np.uint32), np.ascontiguousarray(cell_rows, np.int32), cells)
+    return design_forms(out.reshape(cell_rows.shape[0], cells, cells), columns)
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from stats_core._reference_terms import cell_factor_sums as cell_factor_sums  # kernels of this backend
+from stats_core._reference_terms import cell_column_quanta as cell_column_quanta  # kernels of this backend
+from stats_core._reference_terms import cell_factor_sums as cell_factor_sums
 from stats_core._reference_terms import cell_forms as cell_forms
 from stats_core._reference_terms import cell_pair_sums as cell_pair_sums
 

@@ -25,6 +25,31 @@ def cell_pair_sums(squares: np.ndarray, cell_rows: np.ndarray, cells: int) -> np
     return out.reshape(rows, cells, cells)
 
 
+def cell_column_quanta(quanta: np.ndarray, cell_rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """(rows, p + 1, p + 1) uint64 M = X̃ᵀ U X̃: U the ``cell_pair_sums`` of integer quanta (condensed uint32),
+    X̃ = [1, columns] (columns (cells, p) of 0/1); exact in integers."""
+    return design_forms(_cell_pair_quanta(quanta, cell_rows, columns.shape[0]), columns)
+
+
+def design_forms(pair_sums: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """X̃ᵀ U X̃ per row of integer ``pair_sums`` (rows, C, C), X̃ = [1, columns]; exact in uint64."""
+    x = np.concatenate([np.ones((columns.shape[0], 1), np.uint64), columns.astype(np.uint64)], axis=1)
+    return np.matmul(np.matmul(x.T, pair_sums), x)
+
+
+def _cell_pair_quanta(quanta: np.ndarray, cell_rows: np.ndarray, cells: int) -> np.ndarray:
+    rows, n = cell_rows.shape
+    out = np.zeros((rows, cells * cells), dtype=np.uint64)
+    i, j = np.triu_indices(n, k=1)
+    for start in range(0, quanta.shape[0], _CHUNK):
+        stop = start + _CHUNK
+        for p in range(rows):
+            labels = cell_rows[p].astype(np.int64)
+            bins = labels[i[start:stop]] * cells + labels[j[start:stop]]
+            out[p] += np.bincount(bins, quanta[start:stop].astype(np.float64), cells * cells).astype(np.uint64)
+    return out.reshape(rows, cells, cells)
+
+
 def cell_factor_sums(factor: np.ndarray, cell_rows: np.ndarray, cells: int) -> np.ndarray:
     """(rows, cells, k): M[p, c] = Σ over objects i with cell_rows[p, i] = c of factor[i] (factor (n, k)).
 

@@ -23,6 +23,8 @@ from stats_core import _resample, _screen, _terms_model
 
 # Doubles of per-permutation sums (C × C bins, or C × k factor sums) held at once: 16 MiB, whatever the design.
 CHUNK_VALUES = 1 << 21
+# The integer screen's largest quantum: 256 of them fit a u32 lane (src/cell_sums.rs).
+QUANTUM_MAX = 2.0**23
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,37 @@ class FactorScreen:
     factor: np.ndarray  # (n, k)
     errors: np.ndarray  # (m,) bound on |f̃_a − f_a|
 
+    def width(self, cells: int) -> int:
+        """Sums held per permutation."""
+        return cells * self.factor.shape[1]
+
+    def forms(self, kernels: ModuleType, model: Model, rows: np.ndarray, cells: int) -> np.ndarray:
+        """Screened per-vector SS (P, m) of label rows (P, n): ‖(Z_π v_a)ᵀ Y‖²."""
+        projected = np.matmul(model.vectors.T, kernels.cell_factor_sums(self.factor, rows, cells))  # (P, m, k)
+        return (projected * projected).sum(axis=-1)
+
+
+@dataclass(frozen=True)
+class QuantizedScreen:
+    """Every d² as an integer quantum q = round(d² · scale) ≤ QUANTUM_MAX; the model's vectors as v_a = X̃ c_a
+    on 0/1 design columns X̃ = [1, columns]; the bound on each per-vector SS's error."""
+
+    quanta: np.ndarray  # (n(n−1)/2,) uint32
+    scale: float
+    columns: np.ndarray  # (C, p) uint8
+    coefficients: np.ndarray  # (p + 1, m)
+    errors: np.ndarray  # (m,) bound on |f̃_a − f_a|
+
+    def width(self, cells: int) -> int:
+        """Sums held per permutation."""
+        return (self.columns.shape[1] + 1) ** 2
+
+    def forms(self, kernels: ModuleType, model: Model, rows: np.ndarray, cells: int) -> np.ndarray:
+        """Screened per-vector SS (P, m) of label rows (P, n): −c_aᵀ M c_a from the exact integer sums
+        M = X̃ᵀ U X̃ (U the quanta's sums between ordered cell pairs, ``cell_column_quanta``)."""
+        sums = kernels.cell_column_quanta(self.quanta, rows, self.columns).astype(np.float64) / self.scale
+        return -np.einsum("...rs,ra,sa->...a", sums, self.coefficients, self.coefficients)
+
 
 def factor_screen(
     kernels: ModuleType, distances: np.ndarray, n: int, model: Model, cell_sizes: np.ndarray
@@ -89,10 +122,61 @@ def factor_screen(
     return FactorScreen(factor, errors)
 
 
+def quantized_screen(
+    squares: np.ndarray, model: Model, cell_sizes: np.ndarray, design: np.ndarray
+) -> QuantizedScreen | None:
+    """The integer screen on the model's 0/1 design columns ``design`` (C, ·), or None without distances to scale.
+
+    Per pair |q / scale − d²| ≤ ε = (½ + 2⁻²⁰) / scale (rounding to an integer, and the f64 product
+    d² · scale ≤ 2²³); the integer sums are exact, so with w = Z X̃ c_a, |f̃_a − f_a| = |Σ_{i<j} e_ij w_i w_j|
+    ≤ ε (Σ_i |w_i|)². Added: the f64 arithmetic on the sums, ((p + 1)² + 8) · 2⁻⁵⁰ of (max d² + ε)
+    (Σ_r |c_r| N_r)² (N_r the objects in column r's cells); the residual δ of v_a = X̃ c_a, at most
+    2 · max d² · δ n (Σ_i |w_i|); and the F arithmetic, SUM_RTOL of SS_T as for the factor screen.
+    """
+    largest = float(squares.max()) if squares.size else 0.0
+    scale = QUANTUM_MAX / largest if largest > 0.0 else np.inf
+    if not np.isfinite(scale):
+        return None  # no distances, or subnormal d²
+    sizes = cell_sizes.astype(np.float64)
+    columns = _independent(design, sizes)
+    full = np.concatenate([np.ones((len(sizes), 1)), columns], axis=1)
+    coefficients = np.linalg.lstsq(full, model.vectors, rcond=None)[0]
+    fitted = np.abs(full) @ np.abs(coefficients)
+    delta = np.abs(full @ coefficients - model.vectors).max(axis=0) + (full.shape[1] + 3) * 2.0**-52 * fitted.max(
+        axis=0
+    )
+    n = sizes.sum()
+    spread = (sizes[:, None] * np.abs(model.vectors)).sum(axis=0) + n * delta  # ≥ Σ_i |w_i|
+    epsilon = (0.5 + 2.0**-20) / scale
+    counts = np.abs(full).T @ sizes
+    rounding = (full.shape[1] ** 2 + 8) * 2.0**-50 * (largest + epsilon) * (counts @ np.abs(coefficients)) ** 2
+    errors = epsilon * spread**2 + rounding + 2.0 * largest * delta * n * spread + _screen.SUM_RTOL * model.ss_total
+    quanta = np.minimum(np.rint(squares * scale), QUANTUM_MAX).astype(np.uint32)
+    return QuantizedScreen(quanta, scale, np.ascontiguousarray(columns, dtype=np.uint8), coefficients, errors)
+
+
+def _independent(design: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The columns of ``design`` (C, ·) that add rank to the constant and the columns kept before them
+    (Gram–Schmidt in the object metric, ``_terms_model.RANK_TOL``): the fewest sweeps of the integer kernel."""
+    root = np.sqrt(sizes)
+    kept = [root / np.linalg.norm(root)]
+    chosen = []
+    for k, column in enumerate((root[:, None] * design).T):
+        residual = column.copy()
+        for _ in range(2):
+            for u in kept:
+                residual -= (u @ residual) * u
+        left, norm = float(np.linalg.norm(residual)), float(np.linalg.norm(column))
+        if norm > 0.0 and left > _terms_model.RANK_TOL * norm:
+            kept.append(residual / left)
+            chosen.append(k)
+    return design[:, chosen]
+
+
 def count_block(
     kernels: ModuleType,
     model: Model,
-    screen: FactorScreen | None,
+    screen: FactorScreen | QuantizedScreen | None,
     squares: np.ndarray,
     rows: np.ndarray,
     cells: int,
@@ -100,7 +184,7 @@ def count_block(
 ) -> np.ndarray:
     """Per tested term, the permutations among label rows (P, n) whose F is at least ``observed``'s (ties in
     TIE_RTOL, as ``_resample.count_at_least``); 0 for a term with df 0. Memory: CHUNK_VALUES sums at a time."""
-    step = max(1, CHUNK_VALUES // max(cells * (screen.factor.shape[1] if screen is not None else cells), 1))
+    step = max(1, CHUNK_VALUES // max(screen.width(cells) if screen is not None else cells * cells, 1))
     counts = np.zeros(len(model.df), dtype=np.int64)
     for start in range(0, rows.shape[0], step):
         chunk = np.ascontiguousarray(rows[start : start + step])
@@ -111,7 +195,7 @@ def count_block(
 def _count_chunk(
     kernels: ModuleType,
     model: Model,
-    screen: FactorScreen | None,
+    screen: FactorScreen | QuantizedScreen | None,
     squares: np.ndarray,
     rows: np.ndarray,
     cells: int,
@@ -124,9 +208,7 @@ def _count_chunk(
     if screen is None or not np.isfinite(observed[tested]).all():
         exact = model.stats(model.exact_forms(kernels, squares, rows, cells))[2]
         return np.where(tested, (exact >= threshold).sum(axis=0), 0)
-    sums = kernels.cell_factor_sums(screen.factor, rows, cells)
-    projected = np.matmul(model.vectors.T, sums)  # (P, m, k): (Z_π v_a)ᵀ Y
-    gains, residual, _ = model.stats((projected * projected).sum(axis=-1))
+    gains, residual, _ = model.stats(screen.forms(kernels, model, rows, cells))
     gain_error = screen.errors @ np.abs(model.signs)
     residual_error = screen.errors[: model.rank].sum()
     scale = model.df_residual / np.where(tested, model.df, 1)

@@ -35,6 +35,10 @@ from stats_core.permanova import effect_sizes
 from stats_core.results import PermanovaTerm, PermanovaTermsResult
 
 BY = ("terms", "margin")
+# The integer screen sweeps the distances once per design column: beyond this many the exact pass (one
+# scattered add per pair and permutation) is as cheap — measured (Bray–Curtis, 24 cells, 999 permutations) at
+# n = 1,000: rank 8 0.53 s screened vs 0.81 s exact, rank 14 0.85 vs 0.71; the exact pass grows faster with n.
+MAX_QUANTIZED_RANK = 12
 
 
 def _squared_condensed(distances: object) -> tuple[np.ndarray, np.ndarray, int]:
@@ -46,6 +50,11 @@ def _squared_condensed(distances: object) -> tuple[np.ndarray, np.ndarray, int]:
 
 def _label(term: tuple[str, ...]) -> str:
     return ":".join(term)
+
+
+def _design_columns(model: Sequence[tuple[str, ...]], fac: _terms_model.Factors) -> np.ndarray:
+    """The full model's design columns at the cells (C, ·), each 0/1: products of level indicators."""
+    return np.concatenate([_terms_model.term_columns(t, model[:i], fac) for i, t in enumerate(model)], axis=1)
 
 
 def _tested(model: Sequence[tuple[str, ...]], by: str) -> list[int]:
@@ -129,7 +138,12 @@ def permanova_terms(
     ss, residual, f = (
         v[0] for v in terms_model.stats(terms_model.exact_forms(kernels, squares, fac.cells[None], cells))
     )
-    screen = _terms_screen.factor_screen(kernels, dist, n, terms_model, fac.cell_sizes) if count else None
+    screen = (
+        _terms_screen.factor_screen(kernels, dist, n, terms_model, fac.cell_sizes)
+        or _terms_screen.quantized_screen(squares, terms_model, fac.cell_sizes, _design_columns(model, fac))
+        if count and rank <= MAX_QUANTIZED_RANK
+        else None
+    )
     exceed = np.zeros(len(tested), dtype=np.int64)
     for block in _resample.permuted_label_blocks(kernels, fac.cells, seed_used, count, blocks):
         exceed += _terms_screen.count_block(kernels, terms_model, screen, squares, block, cells, f)

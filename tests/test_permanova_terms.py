@@ -251,6 +251,24 @@ def test_kernel_sums_are_bit_identical_to_the_reference(backend):
     np.testing.assert_allclose(reference[3], direct, rtol=1e-12)
 
 
+@pytest.mark.parametrize("backend", ["native", "numba"])
+def test_integer_design_sums_equal_the_reference_and_the_definition(backend):
+    """cell_column_quanta: X̃ᵀ U X̃ of integer quanta (n past one 256-column tile, 37 rows: a partial lane group)
+    equal to the numpy reference and to the pair-by-pair definition."""
+    rng = np.random.default_rng(4)
+    n, cells = 300, 5
+    quanta = rng.integers(0, 2**23 + 1, size=n * (n - 1) // 2).astype(np.uint32)
+    rows = rng.integers(0, cells, size=(37, n)).astype(np.int32)
+    columns = np.array([[0, 0], [1, 0], [0, 1], [1, 1], [0, 1]], dtype=np.uint8)
+    reference = stats_core._backend.kernels("numpy").cell_column_quanta(quanta, rows, columns)
+    got = stats_core._backend.kernels(backend).cell_column_quanta(quanta, rows, columns)
+    assert got.dtype == np.uint64 and np.array_equal(got, reference)
+    i, j = np.triu_indices(n, 1)
+    x = np.concatenate([np.ones((cells, 1), np.int64), columns], axis=1)
+    direct = np.einsum("k,kr,ks->rs", quanta.astype(np.int64), x[rows[36, i]], x[rows[36, j]])
+    assert np.array_equal(reference[36].astype(np.int64), direct)
+
+
 _THREADS_SCRIPT = """
 import numpy as np, scipy.spatial.distance as ssd, stats_core
 x = np.random.default_rng(1).normal(size=(300, 4))
@@ -412,6 +430,55 @@ def test_screened_counts_equal_exact_counts(monkeypatch, backend, n, by):
     screened = stats_core.permanova_terms(*args, by=by, permutations=999, seed=7, backend=backend)
     assert used[-1] is not None and used[-1].factor.shape[1] == 3
     monkeypatch.setattr(_terms_screen, "factor_screen", lambda *a, **k: None)
+    exact = stats_core.permanova_terms(*args, by=by, permutations=999, seed=7, backend=backend)
+    assert screened == exact
+    assert 0.001 < min(r.p_value for r in exact.rows) < 1.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    ("n", "by", "terms"),
+    [(6, "terms", "a+b+a:b"), (48, "terms", "a+b+a:b"), (48, "margin", "a+b+a:b"), (48, "terms", "b+a")],
+)
+def test_quantized_screen_counts_equal_exact_counts(monkeypatch, backend, n, by, terms):
+    """Bray–Curtis distances (Gower's matrix not low rank): the integer screen's SS lie within its error bounds
+    of the exact SS, it decides most permutations, and the counts are the exact kernel's (n = 6: every F value
+    recurs, so ties with the observed F are recomputed exactly); main effects only, the sweeps are the 3 design
+    columns instead of the 5 cells' but one."""
+    from stats_core import _terms_screen
+
+    rng = np.random.default_rng(n)
+    a, b = np.arange(n) % 2, (np.arange(n) // 2) % 3 if n > 6 else np.array([0, 0, 1, 1, 0, 1])
+    x = np.exp(rng.normal(size=(n, 5)) + 0.3 * a[:, None])
+    args = (ssd.pdist(x, "braycurtis"), {"a": a, "b": b}, terms.split("+"))
+    screens, exact_rows = [], []
+    real_screen, real_exact = _terms_screen.quantized_screen, _terms_screen.Model.exact_forms
+
+    def spy(squares, model, sizes, design):
+        screens.append((real_screen(squares, model, sizes, design), model))
+        return screens[-1][0]
+
+    def counting_exact(self, kernels, squares, rows, cells):
+        exact_rows.append(rows.shape[0])
+        return real_exact(self, kernels, squares, rows, cells)
+
+    monkeypatch.setattr(_terms_screen, "quantized_screen", spy)
+    monkeypatch.setattr(_terms_screen.Model, "exact_forms", counting_exact)
+    screened = stats_core.permanova_terms(*args, by=by, permutations=999, seed=7, backend=backend)
+    screen, model = screens[-1]
+    assert isinstance(screen, _terms_screen.QuantizedScreen)
+    assert screen.columns.shape[1] == model.rank
+    if n > 6:
+        assert sum(exact_rows) < 100  # the observed F, and few undecided permutations
+    kernels = stats_core._backend.kernels(backend)
+    squares = np.square(args[0])
+    cells = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+    rows = cells[stats_core.permutation_indices(n, 200, 3)].astype(np.int32)
+    count = model.vectors.shape[0]
+    gap = np.abs(screen.forms(kernels, model, rows, count) - real_exact(model, kernels, squares, rows, count))
+    assert (gap <= screen.errors).all()
+    assert gap.max() > 0  # quantization is visible: the bound is not vacuous
+    monkeypatch.setattr(_terms_screen, "quantized_screen", lambda *a, **k: None)
     exact = stats_core.permanova_terms(*args, by=by, permutations=999, seed=7, backend=backend)
     assert screened == exact
     assert 0.001 < min(r.p_value for r in exact.rows) < 1.0

@@ -11,6 +11,7 @@ from stats_core import _native, _numba, _reference
 
 KERNELS = {
     "bootstrap_kendall",
+    "cell_column_quanta",
     "cell_factor_sums",
     "cell_forms",
     "cell_pair_sums",

@@ -50,6 +50,131 @@ pub fn cell_pair_sums(squares: &[f64], labels: &[u32], n: usize, cells: usize) -
     out
 }
 
+/// Columns per integer tile: 256 quanta ≤ 2²³ fit a u32 lane (`stats_core._terms_screen.QUANTUM_MAX`).
+const TILE: usize = 256;
+
+/// Per lane, the sums of one tile's quanta over the later objects in each column's cell set: acc[s][q] =
+/// Σ_j tile_j & masks[s][j][q] (masks all ones or zero; `masks` is [column][object][lane], `stride` apart).
+fn tile_sums_scalar(tile: &[u32], masks: &[u32], stride: usize, acc: &mut [[u32; LANES]]) {
+    for (s, out) in acc.iter_mut().enumerate() {
+        let mut a = [0u32; LANES];
+        for (&x, m) in tile.iter().zip(masks[s * stride..].chunks_exact(LANES)) {
+            for (v, &m) in a.iter_mut().zip(m) {
+                *v += x & m;
+            }
+        }
+        *out = a;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::LANES;
+    use std::arch::x86_64::*;
+
+    /// `tile_sums_scalar` with the 16 lanes in two 256-bit vectors (the loop vectorizer would vectorize
+    /// over the tile's columns instead, gathering masks lane by lane).
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn tile_sums(tile: &[u32], masks: &[u32], stride: usize, acc: &mut [[u32; LANES]]) {
+        for (s, out) in acc.iter_mut().enumerate() {
+            let column = &masks[s * stride..];
+            assert!(column.len() >= tile.len() * LANES);
+            let mp = column.as_ptr();
+            let (mut a0, mut a1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+            for (j, &x) in tile.iter().enumerate() {
+                let xv = _mm256_set1_epi32(x as i32);
+                // SAFETY: j < tile.len(), so both loads lie within `column` (asserted above).
+                let (m0, m1) = unsafe {
+                    (
+                        _mm256_loadu_si256(mp.add(j * LANES) as *const __m256i),
+                        _mm256_loadu_si256(mp.add(j * LANES + 8) as *const __m256i),
+                    )
+                };
+                a0 = _mm256_add_epi32(a0, _mm256_and_si256(m0, xv));
+                a1 = _mm256_add_epi32(a1, _mm256_and_si256(m1, xv));
+            }
+            // SAFETY: `out` holds LANES = 16 u32, two 256-bit stores.
+            unsafe {
+                _mm256_storeu_si256(out.as_mut_ptr() as *mut __m256i, a0);
+                _mm256_storeu_si256(out.as_mut_ptr().add(8) as *mut __m256i, a1);
+            }
+        }
+    }
+}
+
+/// `tile_sums_scalar`, in AVX2 where the CPU has it (integer sums: the same on either path).
+fn tile_sums(tile: &[u32], masks: &[u32], stride: usize, acc: &mut [[u32; LANES]]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { avx2::tile_sums(tile, masks, stride, acc) };
+    }
+    tile_sums_scalar(tile, masks, stride, acc)
+}
+
+/// M = X̃ᵀ U X̃ (rows × (p+1) × (p+1), row-major) in exact integers: U the sums of integer quanta (condensed,
+/// each ≤ 2²³) between ordered cell pairs as `cell_pair_sums`, X̃ = [1, columns] with `columns` (cells × p,
+/// row-major, 0/1) indicators of cell sets — a model's design columns. M[r][s] = Σ_{i<j} q_ij x̃_{c_i r} x̃_{c_j s}.
+/// The screen of `stats_core._terms_screen`: per row and LANES permutations, p masked-add sweeps in SIMD
+/// instead of a scattered f64 add per pair and permutation. Integer sums: independent of order and threads.
+pub fn cell_column_quanta(quanta: &[u32], labels: &[u32], n: usize, columns: &[u8], p: usize) -> Vec<u64> {
+    let rows = labels.len().checked_div(n).unwrap_or(0);
+    let width = p + 1;
+    let bins = width * width;
+    let mut out = vec![0u64; rows * bins];
+    out.par_chunks_mut(LANES * bins).enumerate().for_each(|(g, sums)| {
+        let lanes = sums.len() / bins;
+        // masks[s][j][q]: object j of permutation q is in column s's cells; unused lanes are in none
+        let stride = n * LANES;
+        let mut masks = vec![0u32; p * stride];
+        let mut own = vec![0u32; stride];
+        for (q, row) in labels[g * LANES * n..].chunks_exact(n).take(lanes).enumerate() {
+            for (j, &c) in row.iter().enumerate() {
+                own[j * LANES + q] = c;
+                for s in 0..p {
+                    if columns[c as usize * p + s] != 0 {
+                        masks[s * stride + j * LANES + q] = u32::MAX;
+                    }
+                }
+            }
+        }
+        let mut acc = vec![[0u32; LANES]; p];
+        let mut wide = vec![[0u64; LANES]; width];
+        let mut k = 0;
+        for i in 0..n {
+            let row = &quanta[k..k + (n - i - 1)];
+            k += n - i - 1;
+            for w in wide.iter_mut() {
+                *w = [0; LANES];
+            }
+            for (t, tile) in row.chunks(TILE).enumerate() {
+                let from = (i + 1 + t * TILE) * LANES;
+                tile_sums(tile, &masks[from..], stride, &mut acc);
+                let total: u64 = tile.iter().map(|&x| x as u64).sum();
+                for w in wide[0].iter_mut() {
+                    *w += total;
+                }
+                for (w, a) in wide[1..].iter_mut().zip(&acc) {
+                    for q in 0..LANES {
+                        w[q] += a[q] as u64;
+                    }
+                }
+            }
+            for q in 0..lanes {
+                let c = own[i * LANES + q] as usize;
+                for r in 0..width {
+                    if r == 0 || columns[c * p + r - 1] != 0 {
+                        for (s, w) in wide.iter().enumerate() {
+                            sums[q * bins + r * width + s] += w[q];
+                        }
+                    }
+                }
+            }
+        }
+    });
+    out
+}
+
 /// Adds each object's factor row (n × k, row-major) to its cell's sums (cells × k), objects in index order.
 #[inline(always)]
 fn factor_sums_body(factor: &[f64], k: usize, row: &[u32], sums: &mut [f64]) {
@@ -196,9 +321,39 @@ fn cell_pair_sums_py<'py>(
     out.into_pyarray(py).reshape([rows, cells, cells])
 }
 
+#[pyfunction(name = "cell_column_quanta")]
+fn cell_column_quanta_py<'py>(
+    py: Python<'py>,
+    quanta: PyReadonlyArray1<'py, u32>,
+    cell_rows: PyReadonlyArray2<'py, i32>,
+    columns: PyReadonlyArray2<'py, u8>,
+) -> PyResult<Bound<'py, PyArray3<u64>>> {
+    let qs = quanta.as_slice().map_err(|_| PyValueError::new_err("quanta: must be C-contiguous"))?;
+    if !columns.is_c_contiguous() {
+        return Err(PyValueError::new_err("columns: must be C-contiguous"));
+    }
+    let x = columns.as_slice()?;
+    let (cells, p) = (columns.shape()[0], columns.shape()[1]);
+    let (rows, n) = (cell_rows.shape()[0], cell_rows.shape()[1]);
+    let pairs = n * n.saturating_sub(1) / 2;
+    if qs.len() != pairs {
+        return Err(PyValueError::new_err(format!("quanta: {} values, but n = {n} needs {pairs}", qs.len())));
+    }
+    if let Some(q) = qs.iter().find(|&&q| q > 1 << 23) {
+        return Err(PyValueError::new_err(format!("quanta: {q} above 2^23")));
+    }
+    if let Some(v) = x.iter().find(|&&v| v > 1) {
+        return Err(PyValueError::new_err(format!("columns: {v} is not 0 or 1")));
+    }
+    let lab = cell_labels(&cell_rows, cells)?;
+    let out = py.detach(|| cell_column_quanta(qs, &lab, n, x, p));
+    out.into_pyarray(py).reshape([rows, p + 1, p + 1])
+}
+
 /// Adds `cell_pair_sums` to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cell_pair_sums_py, m)?)?;
+    m.add_function(wrap_pyfunction!(cell_column_quanta_py, m)?)?;
     m.add_function(wrap_pyfunction!(cell_factor_sums_py, m)?)?;
     m.add_function(wrap_pyfunction!(cell_forms_py, m)?)
 }
@@ -267,6 +422,35 @@ mod tests {
                     .map(|(b, c)| u[b * cells + c] * v(b) * v(c))
                     .sum();
                 assert!((forms[p * m + a] - want).abs() <= 1e-12 * want.abs().max(1.0), "permutation {p}, vector {a}");
+            }
+        }
+    }
+    #[test]
+    fn simd_and_scalar_tile_sums_agree() {
+        let tile: Vec<u32> = (0..TILE as u32).map(|j| j * 32_771 % (1 << 23)).collect();
+        let masks: Vec<u32> = (0..3 * TILE * LANES).map(|k| if k * 11 % 7 < 3 { u32::MAX } else { 0 }).collect();
+        let (mut simd, mut scalar) = (vec![[0u32; LANES]; 3], vec![[0u32; LANES]; 3]);
+        tile_sums(&tile, &masks, TILE * LANES, &mut simd);
+        tile_sums_scalar(&tile, &masks, TILE * LANES, &mut scalar);
+        assert_eq!(simd, scalar);
+    }
+
+    #[test]
+    fn column_quanta_are_the_design_columns_forms_of_the_pairwise_sums() {
+        let (n, cells, rows, p) = (300, 5, LANES + 3, 3);
+        let quanta: Vec<u32> = (0..n * (n - 1) / 2).map(|k| ((k * 7919) % (1 << 23)) as u32).collect();
+        let labels: Vec<u32> = (0..rows * n).map(|k| ((k * 7 + k / n + k / 13) % cells) as u32).collect();
+        let columns: Vec<u8> = (0..cells * p).map(|k| (k * 5 % 3 == 0) as u8).collect();
+        let squares: Vec<f64> = quanta.iter().map(|&q| q as f64).collect();
+        let got = cell_column_quanta(&quanta, &labels, n, &columns, p);
+        let x = |c: usize, r: usize| if r == 0 { 1.0 } else { columns[c * p + r - 1] as f64 };
+        for q in 0..rows {
+            let u = direct(&squares, &labels[q * n..(q + 1) * n], n, cells);
+            for r in 0..=p {
+                for s in 0..=p {
+                    let want: f64 = (0..cells * cells).map(|k| u[k] * x(k / cells, r) * x(k % cells, s)).sum();
+                    assert_eq!(got[q * (p + 1) * (p + 1) + r * (p + 1) + s] as f64, want, "permutation {q}");
+                }
             }
         }
     }
