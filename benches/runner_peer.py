@@ -1,6 +1,7 @@
 """hofcat's runner next to a bare aiohttp loop, against a loopback server that is never the bottleneck.
 
     python -m benches.runner_peer [--cells 10000 100000] [--concurrency 64 256] [--rounds 5]
+        [--peers-python /tmp/peers-venv/bin/python --peer-cells 2000 --peer-python inspect_ai=PYTHON]
 
 The server (``serve``, its own process, pinned to one CPU) is a raw ``asyncio.Protocol`` that answers every
 POST with the same canned OpenAI chat completion ("3"): no JSON parsing, no routing, a few µs per request, so
@@ -13,6 +14,13 @@ every 50 ms) and CPU time (``wait4``) are its own:
 - ``sweep``: ``run_sweep`` on the same spec (lazy plan with keys, request bodies, limits, retries, Parquet parts,
   the parse stage), in process, after a 500-cell warm-up sweep and ``gc.freeze()`` as ``hofcat run`` does.
 - ``cli``: ``hofcat run SPEC --out DIR`` as a user runs it (process start and imports included).
+
+With ``--peers-python`` (a scratch venv with the peers installed: ``pip install openai litellm
+bespokelabs-curator inspect-ai``), each round also runs the tools a user would pick instead, each on the first
+``--peer-cells`` bodies of the same plan, in that interpreter, at the same concurrency: ``openai`` (an
+``AsyncOpenAI`` loop: ``chat.completions.create``), ``litellm`` (``acompletion``), ``curator`` (``LLM`` on the
+OpenAI backend) and ``inspect_ai`` (``eval`` of a task of one-turn samples, ``generate()``, no scorer). A peer
+that does not import or run is reported with its error, never dropped silently.
 
 Correctness before time: ``bare`` got every reply; ``sweep`` and ``cli`` stored every planned cell exactly once,
 each with the server's text. The arms alternate ``rounds`` times (drifting load hits all alike); medians are
@@ -124,6 +132,140 @@ def bare_arm(base_url: str, bodies_file: str, concurrency: int) -> dict[str, Any
     }
 
 
+def _peer_requests(bodies_file: str, cells: int) -> list[dict[str, Any]]:
+    """The first ``cells`` request bodies of ``bodies_file``, as dicts (a peer builds its own JSON)."""
+    return [json.loads(line) for line in Path(bodies_file).read_bytes().splitlines()[:cells]]
+
+
+async def _workers(requests: list[dict[str, Any]], concurrency: int, ask: Any) -> list[str]:
+    """``concurrency`` workers awaiting ``ask(request)`` (the reply's text) for every request; the texts."""
+    out: list[str] = []
+    left = iter(requests)
+
+    async def worker() -> None:
+        for request in left:
+            text = await ask(request)  # one at a time per worker: the peer's own concurrency is the workers'
+            out.append(text)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return out
+
+
+def _openai_texts(base_url: str, requests: list[dict[str, Any]], concurrency: int) -> list[str]:
+    import httpx
+    from openai import AsyncOpenAI
+
+    async def main() -> list[str]:
+        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        client = AsyncOpenAI(
+            base_url=base_url, api_key="bench", max_retries=0, http_client=httpx.AsyncClient(limits=limits)
+        )
+
+        async def ask(request: dict[str, Any]) -> str:
+            reply = await client.chat.completions.create(**request)
+            return reply.choices[0].message.content
+
+        async with client:
+            return await _workers(requests, concurrency, ask)
+
+    return asyncio.run(main())
+
+
+def _litellm_texts(base_url: str, requests: list[dict[str, Any]], concurrency: int) -> list[str]:
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # no download of the price list (no network here)
+    import litellm
+
+    litellm.telemetry = False
+    litellm.suppress_debug_info = True
+
+    async def ask(request: dict[str, Any]) -> str:
+        request = {**request, "model": "openai/" + request["model"]}
+        reply = await litellm.acompletion(api_base=base_url, api_key="bench", num_retries=0, **request)
+        return reply.choices[0].message.content
+
+    return asyncio.run(_workers(requests, concurrency, ask))
+
+
+def _curator_texts(base_url: str, requests: list[dict[str, Any]], concurrency: int) -> list[str]:
+    os.environ.setdefault("CURATOR_CACHE_DIR", tempfile.mkdtemp(prefix="hofcat-peer-curator-"))
+    os.environ["CURATOR_DISABLE_CACHE"] = "true"
+    os.environ["CURATOR_VIEWER"] = "0"
+    os.environ["TELEMETRY_ENABLED"] = "false"  # curator's PostHog events (no network here: each would time out)
+    import litellm  # curator's dependency, which ships tiktoken's encodings: curator counts tokens offline with them
+
+    tokenizers = Path(litellm.__file__).parent / "litellm_core_utils" / "tokenizers"
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(tokenizers))
+    from bespokelabs import curator
+
+    class Ask(curator.LLM):
+        def prompt(self, row: dict[str, Any]) -> list[dict[str, str]]:
+            return row["messages"]
+
+        def parse(self, row: dict[str, Any], response: str) -> dict[str, Any]:
+            return {"text": response}
+
+    llm = Ask(
+        model_name=requests[0]["model"],
+        backend="openai",
+        generation_params={"temperature": requests[0]["temperature"], "max_tokens": requests[0]["max_tokens"]},
+        backend_params={
+            "base_url": base_url,
+            "api_key": "bench",
+            "max_retries": 0,
+            "max_requests_per_minute": 10**9,
+            "max_tokens_per_minute": 10**12,
+            "max_concurrent_requests": concurrency,
+        },
+    )
+    result = llm([{"messages": r["messages"]} for r in requests])
+    dataset = getattr(result, "dataset", result)
+    return list(dataset["text"])
+
+
+def _inspect_texts(base_url: str, requests: list[dict[str, Any]], concurrency: int) -> list[str]:
+    os.environ["OPENAI_API_KEY"] = "bench"
+    from inspect_ai import Task, eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.model import ChatMessageSystem, ChatMessageUser
+    from inspect_ai.solver import generate
+
+    def sample(i: int, request: dict[str, Any]) -> Sample:
+        kinds = {"system": ChatMessageSystem, "user": ChatMessageUser}
+        return Sample(input=[kinds[m["role"]](content=m["content"]) for m in request["messages"]], id=i)
+
+    task = Task(dataset=[sample(i, r) for i, r in enumerate(requests)], solver=generate())
+    logs = eval(
+        task,
+        model=f"openai/{requests[0]['model']}",
+        model_base_url=base_url,
+        model_args={"responses_api": False},  # chat completions, as the server and every other arm speak
+        max_connections=concurrency,
+        max_retries=0,
+        temperature=requests[0]["temperature"],
+        max_tokens=requests[0]["max_tokens"],
+        log_dir=tempfile.mkdtemp(prefix="hofcat-peer-inspect-"),
+        display="none",
+        max_samples=concurrency,
+    )
+    return [s.output.completion for s in logs[0].samples]
+
+
+PEERS = {"openai": _openai_texts, "litellm": _litellm_texts, "curator": _curator_texts, "inspect_ai": _inspect_texts}
+
+
+def peer_arm(peer: str, base_url: str, bodies_file: str, cells: int, concurrency: int) -> dict[str, Any]:
+    """One peer's timed arm in this (child) process, after a warm-up of ``WARM_CELLS // 5`` requests: wall and CPU
+    seconds (imports and warm-up excluded), and whether every reply came back with the server's text."""
+    run = PEERS[peer]
+    run(base_url, _peer_requests(bodies_file, WARM_CELLS // 5), concurrency)
+    requests = _peer_requests(bodies_file, cells)
+    gc.collect()
+    t0, c0 = time.perf_counter(), time.process_time()
+    texts = run(base_url, requests, concurrency)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"wall_s": wall, "cpu_s": cpu, "requests": len(requests), "correct": texts == ["3"] * len(requests)}
+
+
 def write_bodies(base_url: str, cells: int, concurrency: int, path: Path) -> int:
     """The plan's request bodies as the bare loop sends them (hofcat's OpenAI fields), one a line; how many."""
     from benches.runner_bench import _plain_body
@@ -204,8 +346,16 @@ def _server_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(cells: int, concurrency: int, rounds: int) -> dict[str, Any]:
-    """``rounds`` alternating rounds of the three arms at ``cells`` and ``concurrency``; medians and ratios."""
+def measure(
+    cells: int,
+    concurrency: int,
+    rounds: int,
+    peers_python: str | None = None,
+    peer_cells: int = 2000,
+    peer_pythons: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """``rounds`` alternating rounds of the three arms (and the peers, run by ``peers_python`` on ``peer_cells``
+    requests; a peer named in ``peer_pythons`` by its own) at ``cells`` and ``concurrency``; medians and ratios."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -226,6 +376,8 @@ def measure(cells: int, concurrency: int, rounds: int) -> dict[str, Any]:
             "sweep": ["sweep", base_url, str(cells), str(concurrency)],
         }
         runs: dict[str, list[dict[str, float]]] = {"bare": [], "sweep": [], "cli": []}
+        peers = {name: [] for name in PEERS} if peers_python else {}
+        failed: dict[str, str] = {}
         for _ in range(rounds):
             for name in runs:
                 s0 = _server_cpu_s(server.pid)
@@ -237,11 +389,43 @@ def measure(cells: int, concurrency: int, rounds: int) -> dict[str, Any]:
                 assert r["correct"], f"{name}: wrong result"
                 server_s = _server_cpu_s(server.pid) - s0
                 runs[name].append({**r, "rss": rss, "server_busy": server_s / r["wall_s"]})
+            for name in (p for p in peers if p not in failed):
+                python = (peer_pythons or {}).get(name, peers_python)
+                peer = [python, "-m", "benches.runner_peer", "peer", name, base_url, str(bodies)]
+                s0 = _server_cpu_s(server.pid)
+                try:
+                    out, _, _, rss = _child([*peer, str(min(peer_cells, cells)), str(concurrency)], client_cpu)
+                except RuntimeError as exc:  # not installable or not runnable here: said, not dropped
+                    failed[name] = " ".join(str(exc).split())[-300:]
+                    continue
+                r = json.loads(out.strip().splitlines()[-1])
+                assert r["correct"], f"{name}: wrong result"
+                server_s = _server_cpu_s(server.pid) - s0
+                peers[name].append({**r, "rss": rss, "server_busy": server_s / r["wall_s"]})
         bodies.unlink()
     finally:
         server.kill()
         server.wait()
-    return _summary(cells, concurrency, rounds, runs)
+    summary = _summary(cells, concurrency, rounds, runs)
+    summary["peers"] = {name: _peer_summary(runs["bare"], rs) for name, rs in peers.items() if rs}
+    summary["peers_failed"] = failed
+    return summary
+
+
+def _peer_summary(bare: list[dict[str, float]], rs: list[dict[str, float]]) -> dict[str, float]:
+    """A peer's medians, and the bare loop's CPU per request ÷ the peer's, within each round (per request: a peer
+    runs fewer requests than the bare loop)."""
+    per = [b["cpu_s"] / b["requests"] / (r["cpu_s"] / r["requests"]) for b, r in zip(bare, rs, strict=False)]
+    rate = [r["requests"] / r["wall_s"] / (b["requests"] / b["wall_s"]) for b, r in zip(bare, rs, strict=False)]
+    return {
+        "requests": rs[0]["requests"],
+        "requests_per_s": _median([r["requests"] / r["wall_s"] for r in rs]),
+        "cpu_us_per_request": _median([r["cpu_s"] / r["requests"] * 1e6 for r in rs]),
+        "peak_rss_mb": _median([r["rss"] for r in rs]) / 2**20,
+        "server_busy": _median([r["server_busy"] for r in rs]),
+        "rate_ratio": _median(rate),
+        "cpu_ratio": _median(per),
+    }
 
 
 def _cli(base_url: str, cells: int, concurrency: int, cpu: int | None, s0: float, server_pid: int) -> dict[str, float]:
@@ -296,12 +480,29 @@ def main() -> None:
     a.add_argument("base_url")
     a.add_argument("what", help="bare: the bodies file; sweep: the number of cells")
     a.add_argument("concurrency", type=int)
+    p = sub.add_parser("peer")
+    p.add_argument("name", choices=sorted(PEERS))
+    p.add_argument("base_url")
+    p.add_argument("bodies")
+    p.add_argument("cells", type=int)
+    p.add_argument("concurrency", type=int)
     parser.add_argument("--cells", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--peers-python", help="an interpreter with the peers installed (a scratch venv)")
+    parser.add_argument("--peer-cells", type=int, default=2000, help="requests per peer arm (default 2000)")
+    parser.add_argument(
+        "--peer-python",
+        action="append",
+        default=[],
+        metavar="PEER=PYTHON",
+        help="one peer's own interpreter (inspect_ai needs openai>=3.4, litellm pins openai 2)",
+    )
     args = parser.parse_args()
     if args.command == "serve":
         serve(args.port)
+    elif args.command == "peer":
+        print(json.dumps(peer_arm(args.name, args.base_url, args.bodies, args.cells, args.concurrency)))
     elif args.command == "arm":
         if args.name == "bare":
             print(json.dumps(bare_arm(args.base_url, args.what, args.concurrency)))
@@ -310,7 +511,9 @@ def main() -> None:
     else:
         for cells in args.cells:
             for concurrency in args.concurrency:
-                print(json.dumps(measure(cells, concurrency, args.rounds)), flush=True)
+                own = dict(item.split("=", 1) for item in args.peer_python)
+                result = measure(cells, concurrency, args.rounds, args.peers_python, args.peer_cells, own)
+                print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

@@ -25,13 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import errno
 import functools
+import gc
 import json
 import random
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from asyncio_pool import AioPool
@@ -40,7 +42,7 @@ from runner.errors import ConnectionFailed, FatalRequestError, Interrupted, Rate
 from runner.rundir import Batch, Committed, RunWriter, store_error
 from runner.rundir.admissions import AdmissionLog
 from runner.survey.models import is_requested_model
-from runner.sweep.limits import AdaptiveConcurrency, RateLimiter
+from runner.sweep.limits import AdaptiveConcurrency, RateLimiter, Ticket
 from runner.sweep.outcome import Outcome, now_us, response_row
 from runner.sweep.plan import PlannedCell
 from runner.sweep.progress import EndpointStats, Progress, RunStats
@@ -57,6 +59,12 @@ FLUSH_RETRY_WAITS_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # waits between attempts 
 ENDPOINT_FATAL = {401: "check api_key_env and the key it names", 403: "check api_key_env and the key's permissions"}
 ENDPOINT_FATAL_DEFAULT_HINT = "check the model name and base_url"  # 404
 LAST_FAILURE_CHARS = 100  # of an endpoint's last failure, on the progress line
+# The cyclic collector's first threshold while cells are sent (Python's default: 700). A batch of buffered rows,
+# replies and aiohttp's per-request objects outlives the young generation, so at 700 the collector rescans them
+# every few dozen cells: ~20 µs of CPU per cell (gc.callbacks, 10,200 cells, benches.runner_peer), a tenth of
+# the run's. At 50,000 it runs once every few thousand cells; the cyclic garbage it lets pile up in between
+# is bounded by the threshold, not by the run.
+GC_YOUNG_THRESHOLD = 50_000
 
 
 def endpoint_fatal(error: RequestError | None) -> bool:
@@ -86,6 +94,9 @@ class Endpoint:
     streak: int = 0  # consecutive endpoint-fatal attempts, in the order they ended; any reply resets it
     stopped: str | None = None  # why the endpoint was stopped; its remaining cells stay unsent
     halted: asyncio.Event = field(default_factory=asyncio.Event)  # set with ``stopped``: ends its retries' waits
+    # the executor's waits and retry notes bound to this endpoint (made once, not per cell)
+    sleep: Callable[[float], Awaitable[None]] | None = None
+    on_retry: Callable[[RequestError, float], None] | None = None
 
 
 class Executor:
@@ -162,27 +173,28 @@ class Executor:
         self.progress.start()
         endpoints = self._endpoints
         self._admissions = AdmissionLog.open(self.writer) if self._limiters is None else None
-        try:
-            producers = []
-            for config, cells in work:
-                if isinstance(cells, Unstored) and cells.known_empty:
-                    continue  # known to have nothing left (a finished run): no transport, no connection pool
-                endpoint = self._open_endpoint(config)
-                endpoints.append(endpoint)
-                producers.append(self._produce(endpoint, cells))
-            await asyncio.gather(*producers)
-        finally:
-            for sig in signals:
-                loop.remove_signal_handler(sig)
-            await self._stop_flusher(flusher)
-            for endpoint in endpoints:
-                await endpoint.transport.close()
-                self._settle_fatal_streak(endpoint)
-            if self._admissions is not None:
-                self._admissions.close()
-                if self._admissions.error is not None:
-                    self.progress.note(self._admissions.error)
-            await self.progress.stop()
+        with _fewer_collections():  # the sweep's allocations, not the collector, set its pace
+            try:
+                producers = []
+                for config, cells in work:
+                    if isinstance(cells, Unstored) and cells.known_empty:
+                        continue  # known to have nothing left (a finished run): no transport, no connection pool
+                    endpoint = self._open_endpoint(config)
+                    endpoints.append(endpoint)
+                    producers.append(self._produce(endpoint, cells))
+                await asyncio.gather(*producers)
+            finally:
+                for sig in signals:
+                    loop.remove_signal_handler(sig)
+                await self._stop_flusher(flusher)
+                for endpoint in endpoints:
+                    await endpoint.transport.close()
+                    self._settle_fatal_streak(endpoint)
+                if self._admissions is not None:
+                    self._admissions.close()
+                    if self._admissions.error is not None:
+                        self.progress.note(self._admissions.error)
+                await self.progress.stop()
         if self._bug is not None:
             raise self._bug
         return self._stop.is_set()
@@ -210,7 +222,7 @@ class Executor:
         stats.gauge = gate
         stats.planned = self.stats.planned.get(config.name, stats.planned)
         transport = self.transport_factory(config)
-        return Endpoint(
+        endpoint = Endpoint(
             config,
             provider,
             key,
@@ -221,6 +233,9 @@ class Executor:
             AioPool(size=config.max_concurrency),
             stats,
         )
+        endpoint.sleep = functools.partial(self._sleep, endpoint=endpoint)
+        endpoint.on_retry = functools.partial(self._on_retry, endpoint)
+        return endpoint
 
     async def _produce(self, endpoint: Endpoint, cells: Iterable[PlannedCell]) -> None:
         """Fill the endpoint's pool with ``max_concurrency`` workers that take cells from one lazy iterator.
@@ -260,19 +275,30 @@ class Executor:
 
     async def _do_cell(self, endpoint: Endpoint, cell: PlannedCell) -> None:
         """Send one cell under the retry policy and store its outcome (or hold it in a fatal streak, or leave it
-        unstored when a stop cut its retries short)."""
+        unstored when a stop cut its retries short).
+
+        The lean path: a cell admitted at once (a free slot of the cap, no rate limit to charge, no stop) is sent
+        here, one request; only when that attempt asks for a retry does the retry loop take over from it."""
         prompt = rendered(cell.prompt, cell.sampling.measurement)
         s = cell.sampling
         call = endpoint.provider.call(endpoint.config.base_url, endpoint.api_key, request_for(cell, prompt))
         started = now_us()
-        attempt = functools.partial(self._attempt, endpoint, call, prompt.input_estimate + s.max_tokens, s.max_tokens)
+        first = None
+        gate = endpoint.gate
+        if endpoint.limiter.unlimited and not self._stopping(endpoint) and gate.try_acquire():
+            try:
+                first = self._settle(endpoint, await attempting(send(endpoint.transport, endpoint.provider, call)))
+            finally:
+                gate.release()
+        charge = prompt.input_estimate + s.max_tokens
         try:
-            tried = await call_with_retries(
-                attempt,
+            tried = await call_with_retries(  # returns ``first`` at once unless it asks for a retry
+                functools.partial(self._attempt, endpoint, call, charge, s.max_tokens),
                 endpoint.policy,
-                sleep=functools.partial(self._sleep, endpoint=endpoint),
-                on_retry=functools.partial(self._on_retry, endpoint),
+                sleep=endpoint.sleep,
+                on_retry=endpoint.on_retry,
                 rng=self.rng,
+                first=first,
             )
         except Interrupted:
             return
@@ -308,7 +334,7 @@ class Executor:
     async def _attempt(self, endpoint: Endpoint, call: HttpCall, charge: int, reserve: int) -> Attempt[Reply]:
         """One attempt at ``call``: a slot of the endpoint's concurrency cap, a rate-limit charge of ``charge``
         tokens (``reserve`` of them for output), the request; its result. ``Interrupted`` when the run stops."""
-        if self._stop.is_set() or endpoint.stopped is not None:
+        if self._stopping(endpoint):
             raise Interrupted("stopping: no new attempts")
         gate, limiter = endpoint.gate, endpoint.limiter
         if not gate.try_acquire():
@@ -317,24 +343,34 @@ class Executor:
             if self._stop.is_set():
                 raise Interrupted("stopping: no new attempts")
             ticket = None if limiter.unlimited else await limiter.acquire(charge, self._sleep, output_reserve=reserve)
-            reply = None
+            result = None
             try:
                 result = await attempting(send(endpoint.transport, endpoint.provider, call))
-                reply = result.value
             finally:
-                if reply is None:
+                if result is None:  # cancelled: the admission ends without a reply
                     limiter.release(ticket)
-                else:
-                    limiter.release(ticket, reply.input_tokens, reply.output_tokens)
-            if reply is not None:
-                gate.on_success()
-            elif isinstance(result.error, RateLimited):
-                endpoint.stats.rate_limited += 1
-                gate.on_rate_limited(endpoint.policy.server_wait_s(result.error.retry_after_s))
-            self._count_attempt(endpoint, result.error)
-            return result
+            return self._settle(endpoint, result, ticket)
         finally:
             gate.release()
+
+    def _stopping(self, endpoint: Endpoint) -> bool:
+        """Whether the run or ``endpoint`` is stopping: no new attempts."""
+        return self._stop.is_set() or endpoint.stopped is not None
+
+    def _settle(self, endpoint: Endpoint, result: Attempt[Reply], ticket: Ticket | None = None) -> Attempt[Reply]:
+        """An attempt ended: its rate-limit admission released with the reply's usage, the concurrency cap told,
+        the attempt counted (``_count_attempt``); ``result`` itself."""
+        reply = result.value
+        if reply is None:
+            endpoint.limiter.release(ticket)
+        else:
+            endpoint.limiter.release(ticket, reply.input_tokens, reply.output_tokens)
+            endpoint.gate.on_success()
+        if isinstance(result.error, RateLimited):
+            endpoint.stats.rate_limited += 1
+            endpoint.gate.on_rate_limited(endpoint.policy.server_wait_s(result.error.retry_after_s))
+        self._count_attempt(endpoint, result.error)
+        return result
 
     def _on_retry(self, endpoint: Endpoint, error: RequestError, wait_s: float) -> None:
         """A retry is coming: count it; note a server wait longer than ``max_retry_wait_s``."""
@@ -432,7 +468,7 @@ class Executor:
         stop comes)."""
 
         def stopping() -> bool:
-            return self._stop.is_set() or (endpoint is not None and endpoint.stopped is not None)
+            return self._stop.is_set() if endpoint is None else self._stopping(endpoint)
 
         if stopping():
             raise Interrupted("stopping")
@@ -536,3 +572,22 @@ class Executor:
 
     def _redact(self, text: str) -> str:
         return redact(text, self._secrets)
+
+
+_collector: list[tuple[int, int, int]] = []  # the thresholds before the first of the sweeps running now
+
+
+@contextlib.contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """The cyclic collector's young-generation threshold raised to ``GC_YOUNG_THRESHOLD`` (never lowered) while
+    any sweep of this process runs (several may share one loop, ending in any order), then restored."""
+    if not _collector:
+        thresholds = gc.get_threshold()
+        gc.set_threshold(max(thresholds[0], GC_YOUNG_THRESHOLD), *thresholds[1:])
+    _collector.append(_collector[0] if _collector else thresholds)
+    try:
+        yield
+    finally:
+        restore = _collector.pop()
+        if not _collector:
+            gc.set_threshold(*restore)

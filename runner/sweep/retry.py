@@ -144,15 +144,18 @@ async def call_with_retries(
     sleep: Callable[[float], Awaitable[None]],
     on_retry: Callable[[RequestError, float], None] = lambda error, wait_s: None,
     rng: random.Random | None = None,
+    first: Attempt[T] | None = None,
 ) -> Tried[T]:
     """Run ``attempt`` until it succeeds or fails for good; how it ended (a value, never an exception).
 
     ``attempt`` returns each try's result as an ``Attempt``; one that failed ``retryable`` is tried again under
     ``policy``. Anything ``attempt`` raises (a stop, a defect) passes through. ``sleep`` does the waiting (the
-    executor's sleep stops early on Ctrl-C); ``on_retry(error, wait_s)`` is told of every retry.
+    executor's sleep stops early on Ctrl-C); ``on_retry(error, wait_s)`` is told of every retry. ``first``: the
+    first attempt, when the caller made it already (the executor's lean path); the loop goes on from it.
     """
     rng = rng or random.Random()
-    first = await attempt()  # most calls succeed at once: the first attempt needs no retry machinery
+    if first is None:
+        first = await attempt()  # most calls succeed at once: the first attempt needs no retry machinery
     if not first.retryable or policy.max_retries == 0:
         return Tried(first, 1)
     wait_s = backoff_s(1, policy, first.error.retry_after_s, rng)  # type: ignore[union-attr]

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
+import orjson
 from yarl import URL
 
 from runner.errors import (
@@ -444,12 +445,26 @@ def _may_hold(text: str, secret: str) -> bool:
 
 
 def _json(body: bytes) -> object:
-    """``json.loads(body)``: a body opening with ``{`` and a non-NUL byte is the UTF-8 that ``json.loads`` would
-    detect, so it is decoded as such at once (as ``json.loads`` does, surrogates passed); others go through it."""
+    """``json.loads(body)``, at orjson's speed (~1.5 µs instead of ~4.5 for a chat completion).
+
+    What orjson reads it reads as ``json.loads`` does, but for integers past 64 bits (it makes them floats): a
+    body holding a run of 19+ digits goes to ``json.loads``, as does anything orjson refuses (UTF-16, a lone
+    surrogate escape, NaN, nesting past 1,024 levels), which ``json.loads`` accepts or rejects as before. There,
+    a body opening with ``{`` and a non-NUL byte is the UTF-8 that ``json.loads`` would detect, so it is decoded
+    as such at once (as ``json.loads`` does, surrogates passed)."""
+    if _DIGIT_RUN not in body.translate(_DIGITS_AS_9):  # a translate and a find: a fifth of a regex search
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            pass
     if len(body) > 1 and body[0] == 0x7B and body[1]:
         return json.loads(body.decode("utf-8", "surrogatepass"))
     return json.loads(body)
 
+
+# 19 digits in a row: maybe an integer orjson would not keep exact (past 2**63, or 2**64 unsigned)
+_DIGITS_AS_9 = bytes(0x39 if 0x30 <= i <= 0x39 else 0x20 for i in range(256))
+_DIGIT_RUN = b"9" * 19
 
 MARKS = ("cache_origin", "replica")  # the ``RawReply.marks`` copied onto the ``Reply`` (and so the stored row)
 
