@@ -263,9 +263,8 @@ def method_agreement(
     ``method_conclusions`` (per condition and statistic: each method's tau / CAT and whether the conclusions
     differ) and ``method_agreement`` (per condition and method pair), as ``analyze_run`` writes them
     (docs/analysis.md, Agreement between methods). ``run_dir`` and ``options`` as for ``compare_conditions``."""
-    from runner.analyze.agreement import agreement_tables
     from runner.analyze.methods import method_tables
-    from runner.analyze.run import analysis_design
+    from runner.analyze.run import analysis_design, condition_agreement
     from runner.analyze.units import unit_array
     from runner.survey.reference import load_reference
 
@@ -275,16 +274,7 @@ def method_agreement(
     answers = load_answers(run_dir)
     design = analysis_design(answers, options)
     units = unit_array(answers, design, options.policy)
-    tables = agreement_tables(
-        units,
-        load_reference(options.reference or _run_reference(run_dir)),
-        undefined_tau=options.undefined_tau,
-        constants=options.constants,
-        n_resamples=options.n_resamples,
-        confidence_level=options.confidence_level,
-        seed=options.seed,
-        permutations=options.permutations,
-    )
+    tables = condition_agreement(units, load_reference(options.reference or _run_reference(run_dir)), options)
     return method_tables(answers, design.factors, tables["kendall"], tables["cat"], level=options.confidence_level)
 
 

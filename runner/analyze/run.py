@@ -41,12 +41,12 @@ from runner.analyze.sets import (
     set_separation,
 )
 from runner.analyze.tables import question_table, status_rates, temperature_zero_disagreement
-from runner.analyze.units import unit_array
+from runner.analyze.units import UnitArray, unit_array
 from runner.errors import InputError
 from runner.parse.policy import DEFAULT_POLICY, VALUE_DIFFERENCES_POLICY, Policy
 from runner.parse.stage import update_answers
 from runner.rundir import RunWriter
-from runner.survey.reference import load_reference
+from runner.survey.reference import ReferenceSet, load_reference
 
 __all__ = [
     "AnalysisOptions",
@@ -109,15 +109,9 @@ def analysis_design(answers: pl.LazyFrame, options: AnalysisOptions) -> Design:
     return design
 
 
-def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[dict[str, pl.DataFrame], dict]:
-    """All tables for a parsed-answers LazyFrame, and the JSON summary."""
-    if options.embedding not in EMBEDDINGS:
-        raise InputError(f"embedding: expected one of {EMBEDDINGS}, got {options.embedding!r}")
-    design = analysis_design(answers, options)
-    reference = load_reference(options.reference or "hofstede-2015")
-    human = load_reference(options.human_reference)
-    units = unit_array(answers, design, options.policy)
-    tables = agreement_tables(
+def condition_agreement(units: UnitArray, reference: ReferenceSet, options: AnalysisOptions) -> dict[str, pl.DataFrame]:
+    """The per-condition agreement tables (indices, tau, CAT, ...) of ``units`` with ``reference`` under ``options``."""
+    return agreement_tables(
         units,
         reference,
         undefined_tau=options.undefined_tau,
@@ -127,6 +121,17 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
         seed=options.seed,
         permutations=options.permutations,
     )
+
+
+def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[dict[str, pl.DataFrame], dict]:
+    """All tables for a parsed-answers LazyFrame, and the JSON summary."""
+    if options.embedding not in EMBEDDINGS:
+        raise InputError(f"embedding: expected one of {EMBEDDINGS}, got {options.embedding!r}")
+    design = analysis_design(answers, options)
+    reference = load_reference(options.reference or "hofstede-2015")
+    human = load_reference(options.human_reference)
+    units = unit_array(answers, design, options.policy)
+    tables = condition_agreement(units, reference, options)
     tables.update(
         comparison_tables(
             units,
