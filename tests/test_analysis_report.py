@@ -66,7 +66,18 @@ def test_report_is_self_contained_and_renders_in_chromium(analysed_run, tmp_path
     run, _ = analysed_run
     assert main(["report", str(run)]) == 0
     page = (run / "report" / "index.html").read_text()
-    names = ("cat_forest", "cat_by_factor", "kendall", "scores", "cat_differences", "grid", "tsne", "ssh", "status")
+    names = (
+        "cat_forest",
+        "cat_by_factor",
+        "kendall",
+        "scores",
+        "cat_differences",
+        "grid",
+        "tsne",
+        "ssh",
+        "status",
+        "variance_partition",
+    )
     for name in names:
         assert f'id="fig-{name}"' in page and (run / "report" / "figures" / f"{name}.png").is_file()
     assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', page)) == len(names)
