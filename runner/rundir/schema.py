@@ -162,8 +162,9 @@ def tables_without_pandas() -> None:
     pyarrow's first ``pa.array`` (and its first type inference, as in ``pc.equal(column, "text")``) imports
     pandas (~0.3 s of CPU and ~15 MB, paid by every ``hofcat run``) only to ask whether its input is a pandas
     object or a pandas null; hofcat never hands it one. Refused once, pyarrow records "no pandas" and does not
-    ask again, while an explicit ``to_pandas`` / ``from_pandas`` still imports it. For a process that passes no
-    pandas objects to pyarrow (a command, not a library user's notebook); a no-op where pandas is imported.
+    ask again, while an explicit ``to_pandas`` / ``from_pandas`` still imports it and round-trips as before (only
+    ``pd.NA`` inside an object column would no longer read as null). For a process that passes no pandas objects
+    to pyarrow (the ``run`` command, not a library user's notebook); a no-op where pandas is already imported.
     """
     if "pandas" in sys.modules:
         return
