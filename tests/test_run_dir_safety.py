@@ -24,7 +24,8 @@ import pytest
 from _runner_support import spec_text
 from runner.cli import main
 from runner.endpoints.sim import SimConfig, SimServerThread
-from runner.rundir import RunDir, RunWriter, read_dataset
+from runner.errors import RunDirError
+from runner.rundir import RunDir, RunWriter, read_dataset, reader
 from runner.sweep.cluster.writer import ShardWriter
 
 DESIGN = {
@@ -248,6 +249,18 @@ def test_a_cell_stored_twice_is_a_located_error_until_repaired(stored, tmp_path,
     assert main(commands["analyze"]) == 0 and main(commands["status"]) == 0
     assert main(commands["repair"]) == 0  # idempotent: nothing left to drop
     assert "0 duplicate response rows dropped" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("route", ["count_distinct", "polars"])
+def test_both_routes_of_the_unique_key_check_find_a_cell_stored_twice(route, stored, tmp_path, monkeypatch):
+    # Arrow's count_distinct below POLARS_FROM_KEYS keys, polars' n_unique from there: each finds the duplicate
+    monkeypatch.setattr(reader, "POLARS_FROM_KEYS", 0 if route == "polars" else 10**9)
+    scene = Scene(stored, tmp_path)
+    keys = read_dataset(scene.run, "responses", ["cell_key"]).column("cell_key").to_pylist()
+    assert len(keys) == len(set(keys)) > 0
+    made = _duplicate_parts(scene.run, count=1)
+    with pytest.raises(RunDirError, match=f"part-{made[0]}.parquet.*stored more than once"):
+        read_dataset(scene.run, "responses", ["cell_key"])
 
 
 # --- fuzz: corrupt, truncate and link parts; every command answers in one line --------------------------------

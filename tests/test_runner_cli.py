@@ -110,6 +110,23 @@ def test_live_display_renders_on_a_terminal() -> None:
 
 
 @pytest.mark.slow
+def test_hofcat_run_imports_neither_pandas_nor_polars(tmp_path: Path) -> None:
+    # pyarrow would import pandas (~0.3 s of CPU) to ask about inputs hofcat never gives it, and the unique-key
+    # check polars (~0.2 s) for a few keys: a small sweep pays neither (RunDirError checks stay, see run_dir_safety)
+    script = (
+        "import sys; from runner.cli import main; status = main(sys.argv[1:]); "
+        "print('loaded:', sorted(set(sys.modules) & {'pandas', 'polars', 'pyarrow', 'aiohttp'})); sys.exit(status)"
+    )
+    with SimServerThread(SimConfig(seed=1)) as sim:
+        spec = tmp_path / "s.toml"
+        spec.write_text(spec_text(sim.base_url))
+        command = [sys.executable, "-c", script, "run", str(spec), "--out", str(tmp_path / "run")]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "48 stored, 0 failed" in done.stderr
+    assert done.stdout.splitlines()[-1] == "loaded: ['aiohttp', 'pyarrow']"
+
+
+@pytest.mark.slow
 def test_hofcat_run_script_entry_point(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "runner.cli", "status", str(tmp_path / "missing")],

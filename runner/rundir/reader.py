@@ -275,10 +275,7 @@ def _check_unique(parts: list[str], keys: list[pa.ChunkedArray]) -> None:
     if not total:
         return
     every = pa.chunked_array([c.cast(pa.large_string()) for k in keys for c in k.chunks], type=pa.large_string())
-    import polars as pl  # multi-threaded n_unique, 2.5-5x Arrow count_distinct (benches/unique_cells.py); lazy:
-    # a reader that never gathers responses does not pay for importing it
-
-    if pl.Series(every).n_unique() == total:
+    if _distinct(every) == total:
         return
     counts = pc.value_counts(every)
     twice = counts.filter(pc.greater(counts.field("counts"), 1))[0]["values"].as_py()
@@ -291,6 +288,21 @@ def _check_unique(parts: list[str], keys: list[pa.ChunkedArray]) -> None:
         f"{where}: cell_key {twice!r} is stored more than once ({duplicated} duplicate rows in all): two writers "
         "stored this run's cells; `hofcat repair RUN_DIR` keeps each cell's first committed row"
     )
+
+
+# Below this many keys Arrow's count_distinct (20-180 ms at 10^5) costs less than importing polars (~0.2-0.3 s of
+# CPU, which a 10^4-cell `hofcat run` would otherwise pay at its close); above it polars' multi-threaded
+# n_unique is 2.5-5x faster (0.1 s against 0.9-2 s at 10^6: benches/unique_cells.py, benches/RESULTS.md).
+POLARS_FROM_KEYS = 200_000
+
+
+def _distinct(keys: pa.ChunkedArray) -> int:
+    """How many distinct values ``keys`` holds (null counted as one value), by the cheaper route for its length."""
+    if len(keys) < POLARS_FROM_KEYS:
+        return int(pc.count_distinct(keys, mode="all").as_py())
+    import polars as pl  # lazy: a reader that never gathers many responses does not pay for importing it
+
+    return int(pl.Series(keys).n_unique())
 
 
 @dataclass(frozen=True, slots=True)

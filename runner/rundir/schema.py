@@ -8,6 +8,7 @@ by column (no intermediate dicts).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
@@ -27,6 +28,7 @@ __all__ = [
     "arrow_field",
     "schema_of",
     "table",
+    "tables_without_pandas",
 ]
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -142,6 +144,35 @@ RESPONSE_SCHEMA = schema_of(ResponseRow)
 ANSWER_SCHEMA = schema_of(AnswerRow)
 PROMPT_SCHEMA = schema_of(PromptRow)
 _SCHEMAS = {ResponseRow: RESPONSE_SCHEMA, AnswerRow: ANSWER_SCHEMA, PromptRow: PROMPT_SCHEMA}
+
+
+class _NoPandas:
+    """A meta-path finder that refuses ``pandas`` (installed in ``sys.meta_path`` for one call only)."""
+
+    @staticmethod
+    def find_spec(name: str, path: Any = None, target: Any = None) -> None:
+        """Refuse ``pandas``; leave every other module to the finders after this one."""
+        if name == "pandas":
+            raise ModuleNotFoundError("pandas is not imported by this process", name=name)
+
+
+def tables_without_pandas() -> None:
+    """Keep pyarrow from importing pandas in this process while it builds typed arrays (``table``).
+
+    pyarrow's first ``pa.array`` (and its first type inference, as in ``pc.equal(column, "text")``) imports
+    pandas (~0.3 s of CPU and ~15 MB, paid by every ``hofcat run``) only to ask whether its input is a pandas
+    object or a pandas null; hofcat never hands it one. Refused once, pyarrow records "no pandas" and does not
+    ask again, while an explicit ``to_pandas`` / ``from_pandas`` still imports it and round-trips as before (only
+    ``pd.NA`` inside an object column would no longer read as null). For a process that passes no pandas objects
+    to pyarrow (the ``run`` command, not a library user's notebook); a no-op where pandas is already imported.
+    """
+    if "pandas" in sys.modules:
+        return
+    sys.meta_path.insert(0, _NoPandas)
+    try:
+        pa.array([0.0])  # no type given: both of pyarrow's pandas checks (the array-like one, the inference one)
+    finally:
+        sys.meta_path.remove(_NoPandas)
 
 
 def table(rows: Sequence[Any], row_type: type, metadata: dict[str, str] | None = None) -> pa.Table:
