@@ -9,7 +9,6 @@ this one, for before/after ratios of the batched short-row path.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 from types import ModuleType
 
 import numpy as np
@@ -18,7 +17,7 @@ import scipy.stats
 import stats_core
 from benches.stats_timing import load, measure
 from stats_core import _numba, _reference
-from stats_core._backend import kernels
+from stats_core._backend import kernels, other_native_build
 
 ROWS = 200_000
 
@@ -49,15 +48,6 @@ def long_vectors(sizes: tuple[int, ...]) -> None:
                 f"| {n:,} | {ties} | {native[0] * 1e3:.1f} ({native[1] * 1e3:.1f}) | {times['numba'][0] * 1e3:.1f} | "
                 f"{times['numpy'][0] * 1e3:.0f} | {t_scipy * 1e3:.1f} | **{t_scipy / native[0]:.1f}x** |"
             )
-
-
-def _load_build(path: str) -> ModuleType:
-    """Another build of the compiled module, imported under a private name beside the current one."""
-    spec = importlib.util.spec_from_file_location("stats_core_before._native", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def batched(before: ModuleType | None) -> None:
@@ -174,7 +164,7 @@ def main() -> None:
         "--no-scipy-bootstrap", action="store_true", help="time the bootstrap kernel without scipy's (~40 s)"
     )
     args = parser.parse_args()
-    before = _load_build(args.before) if args.before else None
+    before = other_native_build(args.before) if args.before else None
     long_vectors(tuple(int(s) for s in args.sizes.split(",")))
     batched(before)
     bootstrap(before, with_scipy=not args.no_scipy_bootstrap)

@@ -13,11 +13,7 @@ the same ``stats_core.permanova`` on another build of the compiled module too (i
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from types import ModuleType
+from collections.abc import Callable
 
 import numpy as np
 from scipy.spatial.distance import pdist, squareform
@@ -45,28 +41,6 @@ def data(kind: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     return rng.uniform(1.0, 2.0, size=n * (n - 1) // 2), labels
 
 
-def load_build(path: str) -> ModuleType:
-    """Another build of the compiled module, imported under a private name beside the current one."""
-    spec = importlib.util.spec_from_file_location("stats_core_before._native", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@contextmanager
-def native_build(module: ModuleType) -> Iterator[None]:
-    """``backend="native"`` runs ``module`` inside the block (the backend cache is cleared on both sides)."""
-    current = sys.modules["stats_core._native"]
-    sys.modules["stats_core._native"] = module
-    _backend._load.cache_clear()
-    try:
-        yield
-    finally:
-        sys.modules["stats_core._native"] = current
-        _backend._load.cache_clear()
-
-
 def best_cpu(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, tuple[float, float]]:
     """Best (CPU s, wall s) of each call over ``rounds`` rounds, the calls alternating within each round."""
     best = dict.fromkeys(calls, (np.inf, 0.0))
@@ -83,7 +57,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--before", help="another build of stats_core/_native.abi3.so to time beside this one")
     args = parser.parse_args()
-    before = load_build(args.before) if args.before else None
+    before = _backend.other_native_build(args.before) if args.before else None
     warm_d, warm_l = data("cityblock", 60)
     skbio_permanova(DistanceMatrix(squareform(warm_d)), warm_l, permutations=9, engine="numba")
     stats_core.permanova(warm_d, warm_l, 9, seed=1)
@@ -103,7 +77,7 @@ def main() -> None:
 
             def run_before() -> object:
                 assert before is not None
-                with native_build(before):
+                with _backend.native_build(before):
                     result = stats_core.permanova(d, labels, PERMUTATIONS, seed=1, backend="native")
                 assert result.pvalue == ours.pvalue, "the other build's p-value differs"
                 return result

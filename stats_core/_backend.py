@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
 import os
+import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from types import ModuleType
 
@@ -54,6 +58,34 @@ def _check_native_version(module: ModuleType) -> None:
         raise BackendUnavailableError(
             f"stats_core._native is version {built} but hofcat is {installed}: rebuild with `make build`"
         )
+
+
+def other_native_build(path: str) -> ModuleType:
+    """Another build of the compiled module (the path of its ``.so``), imported beside the current one under a
+    private name: for benchmarks that time two builds side by side (``native_build``)."""
+    spec = importlib.util.spec_from_file_location("stats_core_before._native", path)
+    if spec is None or spec.loader is None:
+        raise BackendUnavailableError(f"{path}: not a loadable build of stats_core._native")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextmanager
+def native_build(module: ModuleType) -> Iterator[None]:
+    """Inside the block, ``backend="native"`` runs ``module`` (from ``other_native_build``); restored after."""
+    name = _MODULES["native"]
+    current = sys.modules.get(name)
+    sys.modules[name] = module
+    _load.cache_clear()
+    try:
+        yield
+    finally:
+        if current is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = current
+        _load.cache_clear()
 
 
 @cache
