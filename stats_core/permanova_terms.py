@@ -45,7 +45,12 @@ def _squared_condensed(distances: object) -> tuple[np.ndarray, np.ndarray, int]:
     """(the checked distances as given, their condensed squares (float64), n) of a condensed or square matrix."""
     dist, n = _validate.distances("distances", distances)
     condensed = dist[np.triu_indices(n, k=1)] if dist.ndim == 2 else dist
-    return dist, np.square(condensed), n
+    with np.errstate(over="ignore"):
+        squares = np.square(condensed, dtype=np.float64)
+        total = squares.sum()
+    if not np.isfinite(total):
+        raise InvalidInputError("distances", f"too large to square and sum in float64 (max {condensed.max()!r})")
+    return dist, squares, n
 
 
 def _label(term: tuple[str, ...]) -> str:
@@ -151,6 +156,8 @@ def permanova_terms(
     for k, t in enumerate(tested):
         _, omega = effect_sizes(float(ss[k] + residual), float(residual), int(df[k]), df_residual, n)
         p = _resample.permutation_pvalue(int(exceed[k]), count) if df[k] > 0 else float("nan")
+        if df[k] > 0 and np.isnan(f[k]) and count:
+            p = 1.0  # no variation to explain (SS_T = 0): no permutation can beat it, as stats_core.permanova says
         rows.append(
             PermanovaTerm(
                 _label(model[t]),

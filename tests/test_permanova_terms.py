@@ -385,6 +385,14 @@ def test_polars_frame_factors_and_table():
         ({"distances": np.full(66, np.nan)}, "distances"),
         ({"strata": [0, 1] * 3}, "strata"),
         ({"terms": ["a", "a"]}, "terms[1]"),
+        ({"factors": {"a": [None, "x"] * 6}}, "factors['a']"),
+        ({"factors": {"a": [1, "1"] * 6}}, "factors['a']"),
+        ({"factors": {"a": ["x", ("t",)] * 6}}, "factors['a']"),
+        ({"factors": {}}, "factors"),
+        ({"factors": {"a:b": ["x", "y"] * 6}}, "factors"),
+        ({"strata": [None] * 12}, "strata"),
+        ({"distances": ssd.pdist(np.arange(24.0).reshape(12, 2)) * 1e300}, "distances"),
+        ({"backend": "gpu"}, "backend"),
     ],
 )
 def test_bad_input_raises_a_located_error(kwargs, where):
@@ -397,6 +405,16 @@ def test_bad_input_raises_a_located_error(kwargs, where):
     with pytest.raises(stats_core.InvalidInputError, match=None) as info:
         stats_core.permanova_terms(args.pop("distances"), args.pop("factors"), args.pop("terms"), **args)
     assert where in str(info.value)
+
+
+@pytest.mark.parametrize("scale", [0.0, 1e-300])
+def test_distances_without_variation_are_never_significant(scale):
+    # SS_T = 0 (or squares that underflow to 0): F is 0/0; no permutation can beat it, so p is 1 as in permanova.
+    d = ssd.pdist(np.arange(24.0).reshape(12, 2)) * scale
+    res = stats_core.permanova_terms(d, {"a": ["x", "y"] * 6}, permutations=99, seed=1)
+    single = stats_core.permanova(d, ["x", "y"] * 6, permutations=99, seed=1)
+    assert math.isnan(res.rows[0].f)
+    assert res.rows[0].p_value == single.pvalue == 1.0
 
 
 def test_a_saturated_model_is_refused():
