@@ -91,6 +91,23 @@ def test_a_planted_language_effect_is_the_largest_prompt_design_share_and_the_he
     assert set(headline["design_terms"]) == {"language", "reply_format"}
 
 
+def test_the_headline_crowns_no_factor_when_none_is_significant():
+    """Nothing planted, no country signal: chance shares grow with df (language 2, country 1), so comparing
+    them would say "the prompt design explains more" every time; the headline must say neither is significant."""
+    from runner.analyze.partition import headline_sentence
+
+    for seed in (1, 2):
+        null = simulated_answers(
+            SimConfig(seed=seed, signal=0.0), {"language": ["en", "zh", "ar"]}, countries=("U.S.A.", "China")
+        )
+        headline = partition_headline(variance_partition(_units(null), permutations=99, seed=1))
+        row = headline.filter(pl.col("profile") == "items").row(0, named=True)
+        assert row["cultural_p"] > 0.05 and row["top_design_p"] > 0.05
+        assert row["design_r2"] > row["cultural_r2"]  # the chance shares would have crowned the language
+        assert row["verdict"] == "neither significant"
+        assert "neither the country nor any prompt-design factor is significant" in headline_sentence(row)
+
+
 @pytest.mark.slow
 def test_a_factor_with_no_planted_effect_is_significant_at_the_nominal_rate():
     """Over replicate sweeps (a planted position effect and the country signal, nothing planted on the
