@@ -219,6 +219,35 @@ def test_p_converges_to_the_exact_enumeration_p():
         assert abs(res.row(t).p_value - exact) <= 4.5 * math.sqrt(exact * (1 - exact) / count) + 1 / count
 
 
+@pytest.mark.parametrize("strata", [None, [0, 0, 0, 1, 1, 1]])
+@pytest.mark.parametrize("by", ["terms", "margin"])
+def test_a_design_with_few_relabellings_is_enumerated_and_its_p_is_exact(by, strata):
+    """6 objects, 180 distinct relabellings (9 within two strata): all are visited once, so p is the exact
+    enumeration p and never below the design's smallest attainable p, as a Monte Carlo p can fall."""
+    rng = np.random.default_rng(4)
+    a, b = np.array([0, 0, 0, 1, 1, 1]), np.array([0, 1, 0, 1, 0, 1])
+    d = ssd.squareform(ssd.pdist(rng.normal(size=(6, 3)) + 0.7 * a[:, None]))
+    factors = {"a": _labels("a", a), "b": _labels("b", b)}
+    blocks = [range(6)] if strata is None else [range(3), range(3, 6)]
+    observed = _direct_f(d, factors, ["a", "b"], by)
+    seen, hits = set(), dict.fromkeys(["a", "b"], 0)
+    for perms in itertools.product(*(itertools.permutations(block) for block in blocks)):
+        order = [i for perm in perms for i in perm]
+        arrangement = tuple(zip(a[order], b[order], strict=True))
+        if arrangement in seen:
+            continue
+        seen.add(arrangement)
+        f = _direct_f(d, {"a": _labels("a", a[order]), "b": _labels("b", b[order])}, ["a", "b"], by)
+        for t in hits:
+            hits[t] += f[t] >= observed[t] * (1 - 1e-9)
+    res = stats_core.permanova_terms(d, factors, ["a", "b"], by=by, permutations=999, seed=1, strata=strata)
+    assert res.exact and res.permutations == len(seen) - 1 == (179 if strata is None else 8)
+    for t, h in hits.items():
+        assert res.row(t).p_value == pytest.approx(h / len(seen), rel=1e-12)
+    few = stats_core.permanova_terms(d, factors, ["a", "b"], by=by, permutations=5, seed=1, strata=strata)
+    assert not few.exact and few.permutations == 5  # more relabellings than asked for: Monte Carlo as before
+
+
 # ---- backends, threads, the one-term case ----
 
 

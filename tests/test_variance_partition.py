@@ -174,6 +174,8 @@ def test_one_factor_designs_partition_or_say_why_not():
     )
     row = _terms(tiny).filter(pl.col("term") == "country").row(0, named=True)
     assert row["p_min"] == pytest.approx(1 / 6) and "cannot reach p < 0.05" in row["note"]  # 4!/(2!2!) relabellings
+    # 4 profiles in 4 cells: all 4! relabellings are visited once, so p is exact and never below p_min
+    assert row["permutations"] == 23 and row["p"] >= row["p_min"]
 
 
 @pytest.mark.slow

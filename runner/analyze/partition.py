@@ -214,6 +214,8 @@ def _scope_rows(
         except InvalidInputError as exc:  # a design the checks above did not foresee: said, not raised
             return [{**base, "term": "(all)", "note": f"not partitioned: {exc}"}, *refused]
         results[by] = {row["term"]: row for row in result.to_polars().to_dicts()}
+        if by == "margin":
+            ran = result.permutations  # fewer than asked where every distinct relabelling fits (exact p)
     out = []
     for i, term in enumerate(terms.terms):
         margin, sequential = results["margin"][f"t{i}"], results["terms"][f"t{i}"]
@@ -239,7 +241,7 @@ def _scope_rows(
                 "p": p,
                 "r2_sequential": sequential["r_squared"],
                 "p_min": p_min,
-                "permutations": perms,
+                "permutations": ran,
                 "note": note,
             }
         )
