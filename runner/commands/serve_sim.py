@@ -130,6 +130,8 @@ def effect_sizes(given: list[str]) -> dict[str, float]:
     sizes: dict[str, float] = {}
     for text in given:
         factor, sep, size = text.partition("=")
+        if factor.strip() in sizes:  # a second size would silently replace the first
+            raise SimConfigError("--effect", text, f"one size per factor ({factor.strip()!r} is given twice)")
         try:
             sizes[factor.strip()] = float(size)
         except ValueError:
