@@ -208,6 +208,13 @@ def test_cli_analyze_writes_the_partition_and_the_api_returns_it_equal(tmp_path)
     assert (run / "report" / "figures" / "variance_partition.svg").exists()
 
 
+def test_no_permutations_asked_for_gives_no_p():
+    answers = simulated_answers(SimConfig(seed=8, position_bias=1.0), {"option_order": ["given", "reversed"]})
+    terms = _terms(variance_partition(_units(answers), permutations=0, seed=1))
+    assert terms["permutations"].to_list() == [0] * terms.height
+    assert terms["p"].is_null().all() and (terms["r2"] > 0).all()  # shares still, no test
+
+
 def test_no_complete_profile_is_a_note_not_a_traceback():
     import numpy as np
 

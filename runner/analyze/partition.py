@@ -157,14 +157,15 @@ def variance_partition(
 
 
 def _affordable(terms: Terms, n: int, permutations: int) -> int:
-    """Permutations within ``WORK`` for a scope of ``n`` profiles and these terms (at least 1)."""
+    """Permutations within ``WORK`` for a scope of ``n`` profiles and these terms (at least 1 unless none were
+    asked for: ``--permutations 0`` means no test, never one permutation's p of 0.5 or 1)."""
     if not terms.terms:
         return permutations
     cells = len(set(zip(*(t.codes.tolist() for t in terms.terms), strict=True)))
     rank = terms.rank
     forms = len(terms.terms) + 1  # the full model and each model without one term
     cost = n * n / 2 + min(cells * cells * rank * forms, n * n / 2 * forms)
-    return max(1, min(permutations, int(WORK // cost)))
+    return min(permutations, max(1, int(WORK // cost)))
 
 
 def _codes(values: Sequence[object]) -> np.ndarray:
