@@ -215,6 +215,19 @@ def test_no_permutations_asked_for_gives_no_p():
     assert terms["p"].is_null().all() and (terms["r2"] > 0).all()  # shares still, no test
 
 
+@pytest.mark.parametrize(
+    ("choice", "where"),
+    [({"permutations": "9"}, "permutations"), ({"permutations": -1}, "permutations"), ({"seed": -1}, "seed"),
+     ({"seed": 1.5}, "seed"), ({"n_resamples": 0}, "n_resamples"), ({"confidence_level": 1.0}, "confidence_level")],
+)  # fmt: skip
+def test_the_python_api_refuses_bad_options_with_a_located_error(choice, where):
+    from runner.api import variance_partition as api_partition
+    from runner.errors import InputError
+
+    with pytest.raises(InputError, match=rf"^{where}: expected"):
+        api_partition("/nonexistent-run", **choice)  # refused before the run directory is read
+
+
 def test_no_complete_profile_is_a_note_not_a_traceback():
     import numpy as np
 
