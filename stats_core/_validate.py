@@ -121,6 +121,9 @@ def grouping(
     return codes.astype(np.int32), tuple(groups.tolist()), sizes
 
 
+_MISSING = ("NAType", "NaTType")  # pandas' missing values, named so stats_core need not import pandas
+
+
 def _check_label_types(name: str, value: object, labels: np.ndarray) -> None:
     """Refuse missing labels and labels of several kinds: numpy would turn [1, "1"] into one group "1"."""
     if labels.dtype.kind not in "OUS" or (isinstance(value, np.ndarray) and value.dtype.kind != "O"):
@@ -128,7 +131,7 @@ def _check_label_types(name: str, value: object, labels: np.ndarray) -> None:
     items = (
         value.to_list() if hasattr(value, "to_list") else list(labels.tolist() if labels.dtype.kind == "O" else value)
     )
-    if any(v is None or (isinstance(v, float) and not np.isfinite(v)) for v in items):
+    if any(v is None or type(v).__name__ in _MISSING or (isinstance(v, float) and not np.isfinite(v)) for v in items):
         raise InvalidInputError(name, "contains a missing label (None or NaN); give every object one")
     kinds = {
         "text"

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.spatial.distance as ssd
 from scipy import stats
@@ -415,6 +416,7 @@ def test_polars_frame_factors_and_table():
         ({"strata": [0, 1] * 3}, "strata"),
         ({"terms": ["a", "a"]}, "terms[1]"),
         ({"factors": {"a": [None, "x"] * 6}}, "factors['a']"),
+        ({"factors": {"a": [pd.NA, "x"] * 6}}, "factors['a']: contains a missing label"),
         ({"factors": {"a": [1, "1"] * 6}}, "factors['a']"),
         ({"factors": {"a": ["x", ("t",)] * 6}}, "factors['a']"),
         ({"factors": {}}, "factors"),
