@@ -99,12 +99,19 @@ def _all_relabellings(cells: np.ndarray, blocks: _resample.Strata | None, limit:
     order = blocks.order if blocks is not None else np.arange(n)
     starts = blocks.starts if blocks is not None else np.array([0, n])
     groups = [order[starts[b] : starts[b + 1]] for b in range(len(starts) - 1)]
-    total = 1
-    for members in groups:
-        _, sizes = np.unique(cells[members], return_counts=True)
-        total *= math.factorial(len(members)) // math.prod(math.factorial(int(c)) for c in sizes)
-        if total - 1 > limit:
-            return None
+    sizes = [np.unique(cells[members], return_counts=True)[1] for members in groups]
+    # log of the count first: n! of a large design is a huge integer, and the answer there is always "too many"
+    log_total = sum(
+        math.lgamma(len(m) + 1) - sum(math.lgamma(int(c) + 1) for c in z) for m, z in zip(groups, sizes, strict=True)
+    )
+    if log_total > math.log(limit + 1) + 1e-9:
+        return None
+    total = math.prod(
+        math.factorial(len(m)) // math.prod(math.factorial(int(c)) for c in z)
+        for m, z in zip(groups, sizes, strict=True)
+    )
+    if total - 1 > limit:
+        return None
     per_block = [_arrangements(sorted(int(c) for c in cells[members])) for members in groups]
     rows = np.empty((total, n), dtype=np.int32)
     for r, combo in enumerate(itertools.product(*per_block)):
