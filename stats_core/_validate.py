@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from stats_core.errors import InvalidInputError
@@ -128,9 +130,9 @@ def _check_label_types(name: str, value: object, labels: np.ndarray) -> None:
     """Refuse missing labels and labels of several kinds: numpy would turn [1, "1"] into one group "1"."""
     if labels.dtype.kind not in "OUS" or (isinstance(value, np.ndarray) and value.dtype.kind != "O"):
         return
-    items = (
-        value.to_list() if hasattr(value, "to_list") else list(labels.tolist() if labels.dtype.kind == "O" else value)
-    )
+    # the labels as given (numpy's array has already turned 1 into "1" beside a string)
+    given: Any = value.to_list() if hasattr(value, "to_list") else value  # type: ignore[attr-defined]
+    items = list(labels.tolist() if labels.dtype.kind == "O" else given)
     if any(v is None or type(v).__name__ in _MISSING or (isinstance(v, float) and not np.isfinite(v)) for v in items):
         raise InvalidInputError(name, "contains a missing label (None or NaN); give every object one")
     kinds = {
