@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from functools import cache
 from types import ModuleType
 
-from stats_core.errors import BackendUnavailableError
+from stats_core.errors import BackendUnavailableError, InvalidInputError
 
 BACKENDS = ("native", "numba", "numpy")
 ENV_VAR = "STATS_CORE_BACKEND"
@@ -112,7 +112,7 @@ def _auto() -> str:
 def _validated(name: str, *, source: str) -> str:
     """Check a requested backend name and that it loads."""
     if name not in BACKENDS:
-        raise ValueError(f"{source}={name!r}: expected one of 'auto', {', '.join(map(repr, BACKENDS))}")
+        raise InvalidInputError(source, f"{name!r}: expected one of 'auto', {', '.join(map(repr, BACKENDS))}")
     loaded = _load(name)
     if isinstance(loaded, BackendUnavailableError):
         raise loaded

@@ -40,11 +40,21 @@ class Factors:
 def factor_columns(factors: object) -> dict[str, object]:
     """A mapping of factor name → labels from a Mapping or a polars/pandas DataFrame (its columns)."""
     if isinstance(factors, Mapping):
-        return {str(k): v for k, v in factors.items()}
-    columns = getattr(factors, "columns", None)
-    if columns is None:
-        raise InvalidInputError("factors", f"expected a mapping of name -> labels or a data frame, got {type(factors)}")
-    return {str(name): factors[name] for name in columns}
+        found = {str(k): v for k, v in factors.items()}
+    else:
+        columns = getattr(factors, "columns", None)
+        if columns is None:
+            raise InvalidInputError(
+                "factors", f"expected a mapping of name -> labels or a data frame, got {type(factors)}"
+            )
+        found = {str(name): factors[name] for name in columns}
+    if not found:
+        raise InvalidInputError("factors", "needs at least one factor")
+    # ":" joins the factors of an interaction: a name holding one would make "a:b" mean two different terms.
+    for name in found:
+        if ":" in name or not name.strip():
+            raise InvalidInputError("factors", f"factor name {name!r} is empty or contains ':'; rename it")
+    return found
 
 
 def parse_terms(terms: Sequence[str] | None, names: Sequence[str]) -> tuple[tuple[str, ...], ...]:
@@ -81,8 +91,6 @@ def check_factors(columns: Mapping[str, object], used: Sequence[str], n: int) ->
         values = columns[name]
         to_numpy = getattr(values, "to_numpy", None)  # polars / pandas Series
         array = to_numpy() if callable(to_numpy) else values
-        if np.asarray(array).dtype == object and any(v is None for v in np.asarray(array)):
-            raise InvalidInputError(f"factors[{name!r}]", "contains a missing label (None); give every object one")
         codes[name], levels[name], _ = _validate.grouping(f"factors[{name!r}]", array, n)
     stacked = np.stack([codes[name] for name in used], axis=1)
     cell_levels, cells, cell_sizes = np.unique(stacked, axis=0, return_inverse=True, return_counts=True)

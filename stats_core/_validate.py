@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from stats_core.errors import InvalidInputError
@@ -99,12 +101,19 @@ def grouping(
     name: str, value: object, n: int, *, min_size: int = 1, min_groups: int = 2
 ) -> tuple[np.ndarray, tuple, np.ndarray]:
     """Group labels of n objects → (int32 codes 0..g−1, sorted distinct labels, group sizes); needs g >= min_groups."""
-    labels = np.asarray(value)
+    try:
+        labels = np.asarray(value)
+    except ValueError as error:  # ragged: sequences among the labels
+        raise InvalidInputError(name, f"labels must be scalars: {error}") from None
     if labels.ndim != 1 or labels.shape[0] != n:
         raise InvalidInputError(name, f"expected {n} labels (one per object), got shape {labels.shape}")
     if labels.dtype.kind == "f" and not np.isfinite(labels).all():
         raise InvalidInputError(name, "contains NaN or inf; use a label for every object")
-    groups, codes = np.unique(labels, return_inverse=True)
+    _check_label_types(name, value, labels)
+    try:
+        groups, codes = np.unique(labels, return_inverse=True)
+    except TypeError as error:  # object labels numpy cannot order (e.g. tuples beside strings)
+        raise InvalidInputError(name, f"labels cannot be ordered: {error}") from None
     sizes = np.bincount(codes, minlength=groups.shape[0])
     if groups.shape[0] < min_groups:
         raise InvalidInputError(name, f"needs at least {min_groups} groups, found {groups.shape[0]}")
@@ -112,6 +121,30 @@ def grouping(
         small = groups[int(np.argmin(sizes))].item()
         raise InvalidInputError(name, f"group {small!r} has {int(sizes.min())} member(s); at least {min_size} required")
     return codes.astype(np.int32), tuple(groups.tolist()), sizes
+
+
+_MISSING = ("NAType", "NaTType")  # pandas' missing values, named so stats_core need not import pandas
+
+
+def _check_label_types(name: str, value: object, labels: np.ndarray) -> None:
+    """Refuse missing labels and labels of several kinds: numpy would turn [1, "1"] into one group "1"."""
+    if labels.dtype.kind not in "OUS" or (isinstance(value, np.ndarray) and value.dtype.kind != "O"):
+        return
+    # the labels as given (numpy's array has already turned 1 into "1" beside a string)
+    given: Any = value.to_list() if hasattr(value, "to_list") else value  # type: ignore[attr-defined]
+    items = list(labels.tolist() if labels.dtype.kind == "O" else given)
+    if any(v is None or type(v).__name__ in _MISSING or (isinstance(v, float) and not np.isfinite(v)) for v in items):
+        raise InvalidInputError(name, "contains a missing label (None or NaN); give every object one")
+    kinds = {
+        "text"
+        if isinstance(v, (str, bytes))
+        else "number"
+        if isinstance(v, (int, float, np.number))
+        else type(v).__name__
+        for v in items
+    }
+    if len(kinds) > 1:
+        raise InvalidInputError(name, f"mixes labels of kinds {sorted(kinds)}; give every label the same kind")
 
 
 def int_at_least(name: str, value: object, minimum: int) -> int:

@@ -112,7 +112,8 @@ class PermanovaTermsResult:
     """Multi-term PERMANOVA (``adonis2``'s table): one row per tested term, then the residual and the total.
 
     ``by`` is "terms" (sequential, type I SS) or "margin" (marginal, type III SS: as vegan, only terms not
-    contained in a higher-order term of the model are tested). ``seed`` reproduces the permutations
+    contained in a higher-order term of the model are tested). With ``exact``, ``permutations`` counts every
+    distinct relabelling but the observed one, each visited once (p exact); else ``seed`` reproduces the permutations
     (``stats_core.permutation_indices``); ``strata`` are the block labels permutations stayed within.
     """
 
@@ -127,6 +128,7 @@ class PermanovaTermsResult:
     backend: str
     by: str
     strata: tuple | None = None
+    exact: bool = False  # every distinct relabelling was visited once (``permutations`` of them): p is exact
 
     def row(self, term: str) -> PermanovaTerm:
         """The row of ``term`` (KeyError naming the tested terms when it has none)."""

@@ -60,6 +60,8 @@ def test_design_inference_and_errors():
         infer_design(["country", "question"])
     with pytest.raises(InputError, match="not in the answers"):
         infer_design(frame.columns, factors=["language"])
+    with pytest.raises(InputError, match=r"factors: column\(s\) \['model'\] named more than once"):
+        infer_design(frame.columns, factors=["model", "model"])  # `--factors model,model`: not a polars traceback
 
 
 def test_question_table_matches_plain_python():

@@ -104,6 +104,13 @@ def test_a_sum_within_the_tolerance_is_ok_and_beyond_it_is_not():
         assert reading.status == status and reading.stated_sum == pytest.approx(total)
 
 
+def test_a_stated_negative_zero_is_the_probability_zero_not_a_signed_zero():
+    reading = read_verbalized('{"1": -0.0, "2": 0.25, "3": 0.25, "4": 0.25, "5": 0.25}')
+    assert reading.status == "ok" and reading.probs == (0.0, 0.25, 0.25, 0.25, 0.25)
+    assert math.copysign(1.0, reading.probs[0]) == 1.0
+    assert read_verbalized('{"1": -0.0, "2": -0, "3": 0, "4": 0, "5": 0}').status == "zero_sum"
+
+
 def test_a_provider_block_is_a_refusal_whatever_the_text():
     text = '{"1": 0.1, "2": 0.2, "3": 0.4, "4": 0.2, "5": 0.1}'
     assert read_verbalized(text, finish_reason="content_filter").status == "refusal"

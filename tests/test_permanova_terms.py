@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.spatial.distance as ssd
 from scipy import stats
@@ -219,6 +220,35 @@ def test_p_converges_to_the_exact_enumeration_p():
         assert abs(res.row(t).p_value - exact) <= 4.5 * math.sqrt(exact * (1 - exact) / count) + 1 / count
 
 
+@pytest.mark.parametrize("strata", [None, [0, 0, 0, 1, 1, 1]])
+@pytest.mark.parametrize("by", ["terms", "margin"])
+def test_a_design_with_few_relabellings_is_enumerated_and_its_p_is_exact(by, strata):
+    """6 objects, 180 distinct relabellings (9 within two strata): all are visited once, so p is the exact
+    enumeration p and never below the design's smallest attainable p, as a Monte Carlo p can fall."""
+    rng = np.random.default_rng(4)
+    a, b = np.array([0, 0, 0, 1, 1, 1]), np.array([0, 1, 0, 1, 0, 1])
+    d = ssd.squareform(ssd.pdist(rng.normal(size=(6, 3)) + 0.7 * a[:, None]))
+    factors = {"a": _labels("a", a), "b": _labels("b", b)}
+    blocks = [range(6)] if strata is None else [range(3), range(3, 6)]
+    observed = _direct_f(d, factors, ["a", "b"], by)
+    seen, hits = set(), dict.fromkeys(["a", "b"], 0)
+    for perms in itertools.product(*(itertools.permutations(block) for block in blocks)):
+        order = [i for perm in perms for i in perm]
+        arrangement = tuple(zip(a[order], b[order], strict=True))
+        if arrangement in seen:
+            continue
+        seen.add(arrangement)
+        f = _direct_f(d, {"a": _labels("a", a[order]), "b": _labels("b", b[order])}, ["a", "b"], by)
+        for t in hits:
+            hits[t] += f[t] >= observed[t] * (1 - 1e-9)
+    res = stats_core.permanova_terms(d, factors, ["a", "b"], by=by, permutations=999, seed=1, strata=strata)
+    assert res.exact and res.permutations == len(seen) - 1 == (179 if strata is None else 8)
+    for t, h in hits.items():
+        assert res.row(t).p_value == pytest.approx(h / len(seen), rel=1e-12)
+    few = stats_core.permanova_terms(d, factors, ["a", "b"], by=by, permutations=5, seed=1, strata=strata)
+    assert not few.exact and few.permutations == 5  # more relabellings than asked for: Monte Carlo as before
+
+
 # ---- backends, threads, the one-term case ----
 
 
@@ -385,6 +415,15 @@ def test_polars_frame_factors_and_table():
         ({"distances": np.full(66, np.nan)}, "distances"),
         ({"strata": [0, 1] * 3}, "strata"),
         ({"terms": ["a", "a"]}, "terms[1]"),
+        ({"factors": {"a": [None, "x"] * 6}}, "factors['a']"),
+        ({"factors": {"a": [pd.NA, "x"] * 6}}, "factors['a']: contains a missing label"),
+        ({"factors": {"a": [1, "1"] * 6}}, "factors['a']"),
+        ({"factors": {"a": ["x", ("t",)] * 6}}, "factors['a']"),
+        ({"factors": {}}, "factors"),
+        ({"factors": {"a:b": ["x", "y"] * 6}}, "factors"),
+        ({"strata": [None] * 12}, "strata"),
+        ({"distances": ssd.pdist(np.arange(24.0).reshape(12, 2)) * 1e300}, "distances"),
+        ({"backend": "gpu"}, "backend"),
     ],
 )
 def test_bad_input_raises_a_located_error(kwargs, where):
@@ -397,6 +436,16 @@ def test_bad_input_raises_a_located_error(kwargs, where):
     with pytest.raises(stats_core.InvalidInputError, match=None) as info:
         stats_core.permanova_terms(args.pop("distances"), args.pop("factors"), args.pop("terms"), **args)
     assert where in str(info.value)
+
+
+@pytest.mark.parametrize("scale", [0.0, 1e-300])
+def test_distances_without_variation_are_never_significant(scale):
+    # SS_T = 0 (or squares that underflow to 0): F is 0/0; no permutation can beat it, so p is 1 as in permanova.
+    d = ssd.pdist(np.arange(24.0).reshape(12, 2)) * scale
+    res = stats_core.permanova_terms(d, {"a": ["x", "y"] * 6}, permutations=99, seed=1)
+    single = stats_core.permanova(d, ["x", "y"] * 6, permutations=99, seed=1)
+    assert math.isnan(res.rows[0].f)
+    assert res.rows[0].p_value == single.pvalue == 1.0
 
 
 def test_a_saturated_model_is_refused():

@@ -84,7 +84,7 @@ def test_nothing_planted_is_the_unchanged_fast_path():
 @pytest.mark.parametrize(
     ("changes", "knob"),
     [({"effects": {"colour": 0.2}}, "effects"), ({"effects": {"language": -1.0}}, "effects[language]"),
-     ({"position_bias": float("nan")}, "position_bias")],
+     ({"position_bias": float("nan")}, "position_bias"), ({"position_bias": 1e308}, "position_bias")],
 )  # fmt: skip
 def test_bad_planted_effects_are_refused_by_name(changes, knob):
     with pytest.raises(SimConfigError, match=rf"sim config {knob.replace('[', '.').replace(']', '.')}"):
@@ -98,6 +98,18 @@ def test_serve_sim_effect_options_parse_or_fail_in_one_line():
     for bad in ("language", "language=big"):
         with pytest.raises(SimConfigError, match="--effect"):
             effect_sizes([bad])
+    with pytest.raises(SimConfigError, match="given twice"):  # not the last one silently winning
+        effect_sizes(["language=0.1", "language = 0.2"])
+
+
+def test_a_verbalized_request_is_its_own_measurement_level():
+    from runner.endpoints.sim.effects import factor_levels
+
+    verbalized = _cell(reply_format="verbalized")
+    assert factor_levels(verbalized, "m", logprobs=False)["measurement"] == "verbalized"
+    assert factor_levels(verbalized, "m", logprobs=True)["measurement"] == "verbalized"
+    assert factor_levels(_cell(), "m", logprobs=True)["measurement"] == "distribution"
+    assert factor_levels(_cell(), "m", logprobs=False)["measurement"] == "sample"
 
 
 def test_the_server_answers_and_serves_logprobs_with_the_planted_position_bias(model):

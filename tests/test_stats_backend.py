@@ -37,7 +37,7 @@ def test_environment_variable_forces_backend(forced):
 
 
 def test_unknown_backend_is_rejected_by_name():
-    with pytest.raises(ValueError, match="backend='fortran'"):
+    with pytest.raises(stats_core.InvalidInputError, match="backend: 'fortran'"):
         stats_core.kendall_tau([1, 2], [1, 2], backend="fortran")
 
 

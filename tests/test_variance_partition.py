@@ -91,6 +91,23 @@ def test_a_planted_language_effect_is_the_largest_prompt_design_share_and_the_he
     assert set(headline["design_terms"]) == {"language", "reply_format"}
 
 
+def test_the_headline_crowns_no_factor_when_none_is_significant():
+    """Nothing planted, no country signal: chance shares grow with df (language 2, country 1), so comparing
+    them would say "the prompt design explains more" every time; the headline must say neither is significant."""
+    from runner.analyze.partition import headline_sentence
+
+    for seed in (1, 2):
+        null = simulated_answers(
+            SimConfig(seed=seed, signal=0.0), {"language": ["en", "zh", "ar"]}, countries=("U.S.A.", "China")
+        )
+        headline = partition_headline(variance_partition(_units(null), permutations=99, seed=1))
+        row = headline.filter(pl.col("profile") == "items").row(0, named=True)
+        assert row["cultural_p"] > 0.05 and row["top_design_p"] > 0.05
+        assert row["design_r2"] > row["cultural_r2"]  # the chance shares would have crowned the language
+        assert row["verdict"] == "neither significant"
+        assert "neither the country nor any prompt-design factor is significant" in headline_sentence(row)
+
+
 @pytest.mark.slow
 def test_a_factor_with_no_planted_effect_is_significant_at_the_nominal_rate():
     """Over replicate sweeps (a planted position effect and the country signal, nothing planted on the
@@ -157,6 +174,8 @@ def test_one_factor_designs_partition_or_say_why_not():
     )
     row = _terms(tiny).filter(pl.col("term") == "country").row(0, named=True)
     assert row["p_min"] == pytest.approx(1 / 6) and "cannot reach p < 0.05" in row["note"]  # 4!/(2!2!) relabellings
+    # 4 profiles in 4 cells: all 4! relabellings are visited once, so p is exact and never below p_min
+    assert row["permutations"] == 23 and row["p"] >= row["p_min"]
 
 
 @pytest.mark.slow
@@ -187,6 +206,26 @@ def test_cli_analyze_writes_the_partition_and_the_api_returns_it_equal(tmp_path)
     page = (run / "report" / "index.html").read_text(encoding="utf-8")
     assert "<h2>Variance partition</h2>" in page and "country explains" in page
     assert (run / "report" / "figures" / "variance_partition.svg").exists()
+
+
+def test_no_permutations_asked_for_gives_no_p():
+    answers = simulated_answers(SimConfig(seed=8, position_bias=1.0), {"option_order": ["given", "reversed"]})
+    terms = _terms(variance_partition(_units(answers), permutations=0, seed=1))
+    assert terms["permutations"].to_list() == [0] * terms.height
+    assert terms["p"].is_null().all() and (terms["r2"] > 0).all()  # shares still, no test
+
+
+@pytest.mark.parametrize(
+    ("choice", "where"),
+    [({"permutations": "9"}, "permutations"), ({"permutations": -1}, "permutations"), ({"seed": -1}, "seed"),
+     ({"seed": 1.5}, "seed"), ({"n_resamples": 0}, "n_resamples"), ({"confidence_level": 1.0}, "confidence_level")],
+)  # fmt: skip
+def test_the_python_api_refuses_bad_options_with_a_located_error(choice, where):
+    from runner.api import variance_partition as api_partition
+    from runner.errors import InputError
+
+    with pytest.raises(InputError, match=rf"^{where}: expected"):
+        api_partition("/nonexistent-run", **choice)  # refused before the run directory is read
 
 
 def test_no_complete_profile_is_a_note_not_a_traceback():

@@ -96,6 +96,9 @@ def infer_design(
         unknown = [c for c in given if c not in columns]
         if unknown:
             raise InputError(f"{name}: column(s) {unknown} are not in the answers (have {columns})")
+        repeated = sorted({c for c in given if list(given).count(c) > 1})
+        if repeated:
+            raise InputError(f"{name}: column(s) {repeated} named more than once")
     overlap = set(factors) & set(units)
     if overlap:
         raise InputError(f"factors and units share {sorted(overlap)}")

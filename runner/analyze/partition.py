@@ -157,14 +157,15 @@ def variance_partition(
 
 
 def _affordable(terms: Terms, n: int, permutations: int) -> int:
-    """Permutations within ``WORK`` for a scope of ``n`` profiles and these terms (at least 1)."""
+    """Permutations within ``WORK`` for a scope of ``n`` profiles and these terms (at least 1 unless none were
+    asked for: ``--permutations 0`` means no test, never one permutation's p of 0.5 or 1)."""
     if not terms.terms:
         return permutations
     cells = len(set(zip(*(t.codes.tolist() for t in terms.terms), strict=True)))
     rank = terms.rank
     forms = len(terms.terms) + 1  # the full model and each model without one term
     cost = n * n / 2 + min(cells * cells * rank * forms, n * n / 2 * forms)
-    return max(1, min(permutations, int(WORK // cost)))
+    return min(permutations, max(1, int(WORK // cost)))
 
 
 def _codes(values: Sequence[object]) -> np.ndarray:
@@ -214,6 +215,8 @@ def _scope_rows(
         except InvalidInputError as exc:  # a design the checks above did not foresee: said, not raised
             return [{**base, "term": "(all)", "note": f"not partitioned: {exc}"}, *refused]
         results[by] = {row["term"]: row for row in result.to_polars().to_dicts()}
+        if by == "margin":
+            ran = result.permutations  # fewer than asked where every distinct relabelling fits (exact p)
     out = []
     for i, term in enumerate(terms.terms):
         margin, sequential = results["margin"][f"t{i}"], results["terms"][f"t{i}"]
@@ -239,7 +242,7 @@ def _scope_rows(
                 "p": p,
                 "r2_sequential": sequential["r_squared"],
                 "p_min": p_min,
-                "permutations": perms,
+                "permutations": ran,
                 "note": note,
             }
         )
@@ -292,6 +295,9 @@ def partition_headline(table: pl.DataFrame) -> pl.DataFrame:
             r2_d = float(design["r2"].fill_null(0.0).sum()) if design.height else None
             if r2_c is None or r2_d is None:
                 verdict = "not comparable"
+            elif not _significant(cultural["p"][0]) and not any(_significant(p) for p in design["p"]):
+                # Shares of chance alone grow with a factor's df: comparing them would crown the bigger factor.
+                verdict = "neither significant"
             else:
                 verdict = "cultural" if r2_c > r2_d else "prompt design"
             rows.append(
@@ -325,6 +331,11 @@ def partition_headline(table: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
+def _significant(p: float | None) -> bool:
+    """Whether a permutation p reaches ALPHA (None or NaN: untested, so no)."""
+    return p is not None and not math.isnan(p) and p <= ALPHA
+
+
 def _share(r2: float | None, p: float | None) -> str:
     text = "n/a" if r2 is None else f"{100 * r2:.1f}%"
     return text if p is None or math.isnan(p) else f"{text} (p = {p:.3g})"
@@ -341,7 +352,12 @@ def headline_sentence(row: dict) -> str:
     if row["design_r2"] is None:
         return f"{scope}{cultural}; no prompt-design factor varies."
     top = f"largest: {row['top_design_term']} {_share(row['top_design_r2'], row['top_design_p'])}"
-    more = "the cultural factor explains more" if row["verdict"] == "cultural" else "the prompt design explains more"
+    more = {
+        "cultural": "the cultural factor explains more",
+        "prompt design": "the prompt design explains more",
+        "neither significant": f"neither the country nor any prompt-design factor is significant at "
+        f"{ALPHA:g}, so the shares say nothing about which explains more",
+    }[row["verdict"]]
     return f"{scope}{cultural}; the prompt-design factors {100 * row['design_r2']:.1f}% together ({top}): {more}."
 
 

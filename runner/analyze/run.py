@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -97,6 +98,18 @@ class AnalysisOptions:
             "human_reference": "human-nine-nations",
         }
         return cls(**{**paper, **changes})
+
+    def __post_init__(self) -> None:
+        # The Python API builds options from keywords the CLI's argparse types never saw: a located InputError
+        # here, not a TypeError or numpy's ValueError deep inside an analysis.
+        for name, least in (("n_resamples", 1), ("permutations", 0), ("baseline_replicates", 0), ("seed", 0),
+                            ("max_points", 2)):  # fmt: skip
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+                raise InputError(f"{name}: expected an integer >= {least}, got {value!r}")
+        level = self.confidence_level
+        if isinstance(level, bool) or not isinstance(level, numbers.Real) or not 0.0 < level < 1.0:
+            raise InputError(f"confidence_level: expected a number in (0, 1), got {level!r}")
 
 
 def analysis_design(answers: pl.LazyFrame, options: AnalysisOptions) -> Design:

@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--position-bias",
         type=float,
         default=0.0,
-        help="planted option-order effect: logits per displayed position (> 0 recency, < 0 primacy; default 0)",
+        help="planted option-order effect: logits per displayed position, |b| <= 100 (> 0 recency, < 0 primacy)",
     )
     parser.add_argument(
         "--effect",
@@ -39,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="FACTOR=SIZE",
         help="plant an effect of a design factor (language, labels, reply_format, mode, framing, model, "
-        "measurement): SIZE answer points of spread between its levels per question; repeatable",
+        "measurement: sample, distribution or verbalized): SIZE answer points of spread between its levels per "
+        "question; once per factor, repeatable",
     )
     parser.add_argument(
         "--latency-ms",
@@ -130,6 +131,8 @@ def effect_sizes(given: list[str]) -> dict[str, float]:
     sizes: dict[str, float] = {}
     for text in given:
         factor, sep, size = text.partition("=")
+        if factor.strip() in sizes:  # a second size would silently replace the first
+            raise SimConfigError("--effect", text, f"one size per factor ({factor.strip()!r} is given twice)")
         try:
             sizes[factor.strip()] = float(size)
         except ValueError:

@@ -106,7 +106,7 @@ def read_verbalized(
         position = wanted.get(token_label(key)) if len(key) <= 16 else None
         if position is None or position in stated or not _is_number(number):
             return VerbalizedReading("invalid_format", None, None)
-        stated[position] = float(number)
+        stated[position] = float(number) + 0.0  # + 0.0: a stated -0 is the probability 0, never a signed zero
     values = list(stated.values())
     if any(not math.isfinite(v) or v < 0.0 for v in values):
         return VerbalizedReading("out_of_range", None, None)

@@ -27,6 +27,8 @@ DEFAULT_LANGUAGE_COUNTRIES: dict[str, str] = {
 
 
 # The faults drawn per attempt, each a probability.
+# Beyond this many logits per position the end option already takes every answer; larger would overflow exp().
+MAX_POSITION_BIAS = 100.0
 ATTEMPT_FAULTS = ("error_rate", "malformed_rate", "hang_rate", "refusal_rate", "chatty_rate", "ambiguous_rate")
 
 
@@ -150,8 +152,12 @@ class SimConfig:
             raise SimConfigError("signal", self.signal, "a finite number >= 0")
         if not (math.isfinite(self.spread) and self.spread > 0):
             raise SimConfigError("spread", self.spread, "a finite number > 0")
-        if not (isinstance(self.position_bias, (int, float)) and math.isfinite(self.position_bias)):
-            raise SimConfigError("position_bias", self.position_bias, "a finite number of logits per position")
+        if not (isinstance(self.position_bias, (int, float)) and abs(self.position_bias) <= MAX_POSITION_BIAS):
+            raise SimConfigError(
+                "position_bias",
+                self.position_bias,
+                f"a number of logits per position within ±{MAX_POSITION_BIAS:g} (beyond it the end option takes all)",
+            )
         from runner.endpoints.sim.effects import EFFECT_FACTORS
 
         for factor, size in self.effects.items():

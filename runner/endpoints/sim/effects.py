@@ -59,7 +59,8 @@ def factor_levels(cell: PromptCell, model: str, logprobs: bool) -> dict[str, str
         "mode": cell.mode,
         "framing": cell.framing.kind,
         "model": model,
-        "measurement": "distribution" if logprobs else "sample",
+        # a verbalized prompt is its own measurement, whether or not log-probabilities were asked for too
+        "measurement": "verbalized" if cell.reply_format == "verbalized" else "distribution" if logprobs else "sample",
     }
 
 
