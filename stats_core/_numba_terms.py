@@ -9,10 +9,10 @@ from stats_core._reference_terms import design_forms
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
-def _cell_pair_sums(squares, cell_rows, cells):
-    # One permutation per task, each summed alone in condensed order: bit-identical for any thread count.
+def _cell_pair_accumulate(values, cell_rows, cells, out):
+    # One permutation per task, each summed alone in condensed order: bit-identical for any thread count. One
+    # kernel for the f64 squares and the u32 quanta (summed in u64): numba compiles one copy per dtype of `out`.
     rows, n = cell_rows.shape
-    out = np.zeros((rows, cells * cells))
     for p in numba.prange(rows):
         labels = cell_rows[p]
         acc = out[p]
@@ -20,38 +20,26 @@ def _cell_pair_sums(squares, cell_rows, cells):
         for i in range(n):
             base = labels[i] * cells
             for j in range(i + 1, n):
-                acc[base + labels[j]] += squares[k]
+                acc[base + labels[j]] += values[k]
                 k += 1
     return out
 
 
 def cell_pair_sums(squares: np.ndarray, cell_rows: np.ndarray, cells: int) -> np.ndarray:
     """(rows, cells, cells) sums of condensed ``squares`` between the cells of each row (see _reference_terms)."""
-    out = _cell_pair_sums(np.ascontiguousarray(squares, np.float64), np.ascontiguousarray(cell_rows, np.int32), cells)
-    return out.reshape(cell_rows.shape[0], cells, cells)
-
-
-@numba.njit(cache=True, parallel=True, nogil=True)
-def _cell_pair_quanta(quanta, cell_rows, cells):
-    rows, n = cell_rows.shape
-    out = np.zeros((rows, cells * cells), dtype=np.uint64)
-    for p in numba.prange(rows):
-        labels = cell_rows[p]
-        acc = out[p]
-        k = 0
-        for i in range(n):
-            base = labels[i] * cells
-            for j in range(i + 1, n):
-                acc[base + labels[j]] += np.uint64(quanta[k])
-                k += 1
-    return out
+    rows = np.ascontiguousarray(cell_rows, np.int32)
+    out = np.zeros((rows.shape[0], cells * cells))
+    _cell_pair_accumulate(np.ascontiguousarray(squares, np.float64), rows, cells, out)
+    return out.reshape(rows.shape[0], cells, cells)
 
 
 def cell_column_quanta(quanta: np.ndarray, cell_rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
     """(rows, p + 1, p + 1) uint64 X̃ᵀ U X̃ of the integer cell sums of ``quanta`` (see _reference_terms)."""
     cells = columns.shape[0]
-    out = _cell_pair_quanta(np.ascontiguousarray(quanta, np.uint32), np.ascontiguousarray(cell_rows, np.int32), cells)
-    return design_forms(out.reshape(cell_rows.shape[0], cells, cells), columns)
+    rows = np.ascontiguousarray(cell_rows, np.int32)
+    out = np.zeros((rows.shape[0], cells * cells), dtype=np.uint64)
+    _cell_pair_accumulate(np.ascontiguousarray(quanta, np.uint32), rows, cells, out)
+    return design_forms(out.reshape(rows.shape[0], cells, cells), columns)
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
