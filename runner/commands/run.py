@@ -94,8 +94,8 @@ def main(args: argparse.Namespace) -> int:
         ray_module()  # without the extra: one line saying how to install it, before the spec is read
     spec = load_spec(args.spec)
     selection = select(spec, endpoints=args.endpoint, limit=args.limit)
-    tables_without_pandas()  # this process hands pyarrow no pandas objects: not worth 0.3 s of imports
     warn_if_long(spec, selection, sys.stderr)
+    tables_without_pandas()  # this process hands pyarrow no pandas objects: not worth 0.3 s of imports
     # Everything imported so far lives as long as the process: keep it out of the cyclic collector's
     # full passes, which otherwise rescan it while the sweep allocates (~20 µs per cell measured).
     gc.collect()

@@ -8,7 +8,9 @@ by column (no intermediate dicts).
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
@@ -168,11 +170,20 @@ def tables_without_pandas() -> None:
     """
     if "pandas" in sys.modules:
         return
+    # pyarrow's probe swallows a KeyboardInterrupt raised inside it (measured): a SIGINT during the probe is only
+    # noted, and raised again once the probe is done, so a Ctrl-C at this moment still stops the run.
+    main = threading.current_thread() is threading.main_thread()
+    interrupted: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum)) if main else None
     sys.meta_path.insert(0, _NoPandas)
     try:
         pa.array([0.0])  # no type given: both of pyarrow's pandas checks (the array-like one, the inference one)
     finally:
         sys.meta_path.remove(_NoPandas)
+        if main:
+            signal.signal(signal.SIGINT, previous)
+    if interrupted:
+        signal.raise_signal(signal.SIGINT)
 
 
 def table(rows: Sequence[Any], row_type: type, metadata: dict[str, str] | None = None) -> pa.Table:
