@@ -145,9 +145,10 @@ def test_a_batch_created_but_not_recorded_is_found_again(provider, tmp_path):
 def test_sigkill_at_random_moments_loses_and_duplicates_nothing(tmp_path):
     rng = random.Random(11)
     design = {**BIG, "seeds": list(range(1, 8))}  # 2,688 cells in 54 batches of at most 50
-    # a batch takes longer than any run lives (its kill comes within 2 s), so every run is killed mid-sweep: the
-    # batches finish at the provider meanwhile, and the resumes adopt and download them
-    with SimServerThread(SimConfig(seed=3, batch_latency_s=3.0)) as sim:
+    # a batch takes longer than several runs live (each kill comes within 2 s), so the first runs are all killed
+    # mid-sweep however fast start-up is (at 3 s, a quiet machine finished the sweep by the 5th run: 4 kills);
+    # the batches finish at the provider meanwhile, and the resumes adopt and download them
+    with SimServerThread(SimConfig(seed=3, batch_latency_s=15.0)) as sim:
         spec = tmp_path / "spec.toml"
         spec.write_text(spec_text(sim.base_url, endpoint=_endpoint("openai", max_batch_requests=50), design=design))
         command = [sys.executable, "-m", "runner.cli", "run", str(spec), "--out", str(tmp_path / "run")]
