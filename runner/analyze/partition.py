@@ -28,14 +28,13 @@ table records the profiles used and available and the permutations run, so the s
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
 import stats_core
-from runner.analyze.partition_design import Terms, admit_terms
+from runner.analyze.partition_design import Terms, admit_terms, join_note, level_codes, nested_within
 from runner.analyze.units import UnitArray
 from runner.score.indices import indices_from_means
 from stats_core.errors import InvalidInputError
@@ -148,7 +147,7 @@ def variance_partition(
             if perms >= min(permutations, MIN_PERMUTATIONS) or size <= MIN_PROFILES:
                 break
             size = max(MIN_PROFILES, int(size * 0.7))
-        blocks = None if scope.blocks is None else _codes(design[scope.blocks])
+        blocks = None if scope.blocks is None else level_codes(design[scope.blocks])
         stream = int(np.random.SeedSequence([seed, s]).generate_state(1)[0])  # the scope's permutations
         for profile in PROFILES:
             z = _standardised(profiles[profile][chosen])
@@ -166,11 +165,6 @@ def _affordable(terms: Terms, n: int, permutations: int) -> int:
     forms = len(terms.terms) + 1  # the full model and each model without one term
     cost = n * n / 2 + min(cells * cells * rank * forms, n * n / 2 * forms)
     return min(permutations, max(1, int(WORK // cost)))
-
-
-def _codes(values: Sequence[object]) -> np.ndarray:
-    index: dict[object, int] = {}
-    return np.array([index.setdefault(v, len(index)) for v in values], dtype=np.int64)
 
 
 def _scope_rows(
@@ -224,11 +218,11 @@ def _scope_rows(
         # the smallest p: one over the permutations run, or over the term's distinct relabellings if fewer
         p_min = max(1.0 / (perms + 1), math.exp(-min(_arrangements_log(term.codes, blocks), 700.0)))
         p = _finite(margin["p_value"])
-        if blocks is not None and _within(blocks, term.codes):  # constant inside every block
+        if blocks is not None and nested_within(blocks, term.codes):  # every block holds one level: constant
             p = None
-            note = _join(note, f"permutations within {scope.blocks} leave it fixed: no p (R² only)")
+            note = join_note(note, f"permutations within {scope.blocks} leave it fixed: no p (R² only)")
         elif p_min > ALPHA:
-            note = _join(note, f"cannot reach p < {ALPHA:g}: smallest attainable p = {p_min:.3g}")
+            note = join_note(note, f"cannot reach p < {ALPHA:g}: smallest attainable p = {p_min:.3g}")
         out.append(
             {
                 **base,
@@ -266,15 +260,6 @@ def _scope_rows(
 
 def _finite(value: float | None) -> float | None:
     return None if value is None or not math.isfinite(value) else float(value)
-
-
-def _within(blocks: np.ndarray, codes: np.ndarray) -> bool:
-    """Every block holds a single level of ``codes`` (permuting within blocks cannot move the term)."""
-    return len(set(zip(blocks.tolist(), codes.tolist(), strict=True))) == len(set(blocks.tolist()))
-
-
-def _join(a: str | None, b: str) -> str:
-    return f"{a}; {b}" if a else b
 
 
 def partition_headline(table: pl.DataFrame) -> pl.DataFrame:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["ROLES", "Term", "Terms", "admit_terms", "role_of"]
+__all__ = ["ROLES", "Term", "Terms", "admit_terms", "join_note", "level_codes", "nested_within", "role_of"]
 
 # Role of each known factor; any other column is part of the prompt's design. Order = admission priority.
 ROLES = ("cultural", "model", "respondent", "prompt design", "replicate", "other")
@@ -75,7 +75,7 @@ class Terms:
     rank: int = 0  # columns of the full design beyond the intercept (its model df)
 
 
-def _codes(values: Sequence[object]) -> np.ndarray:
+def level_codes(values: Sequence[object]) -> np.ndarray:
     """Integer codes 0… of ``values`` in order of first appearance (None is a level of its own)."""
     index: dict[object, int] = {}
     return np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.int64, count=len(values))
@@ -96,7 +96,7 @@ def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
     return len(set(zip(a.tolist(), b.tolist(), strict=True))) == int(a.max()) + 1 == int(b.max()) + 1
 
 
-def _within(fine: np.ndarray, coarse: np.ndarray) -> bool:
+def nested_within(fine: np.ndarray, coarse: np.ndarray) -> bool:
     """Every level of ``fine`` lies within one level of ``coarse``."""
     return len(set(zip(fine.tolist(), coarse.tolist(), strict=True))) == int(fine.max()) + 1
 
@@ -127,14 +127,14 @@ def admit_terms(columns: Mapping[str, Sequence[object]]) -> Terms:
     admitted: list[list] = []  # [name, codes, columns, note]
     refused: dict[str, str] = {}
     for f in order:
-        codes = _codes(factors[f])
+        codes = level_codes(factors[f])
         if n == 0 or codes.max() < 1:
             refused[f] = "one level among the profiles: does not vary"
             continue
         alias = next((a for a in admitted if _same_partition(a[1], codes)), None)
         if alias is not None:
             alias[2] = (*alias[2], f)
-            alias[3] = _join(alias[3], f"aliased with {f} (the same partition of the profiles): merged")
+            alias[3] = join_note(alias[3], f"aliased with {f} (the same partition of the profiles): merged")
             continue
         blocks = [_dummies(a[1]) for a in admitted]
         full = _rank([*blocks, _dummies(codes)], n)
@@ -142,7 +142,7 @@ def admit_terms(columns: Mapping[str, Sequence[object]]) -> Terms:
         with_f = [*blocks, _dummies(codes)]
         starved = [a[0] for i, a in enumerate(admitted) if full - _rank(with_f[:i] + with_f[i + 1 :], n) == 0]
         if gain == 0:
-            within = [a[0] for a in admitted if _within(a[1], codes)]
+            within = [a[0] for a in admitted if nested_within(a[1], codes)]
             by = ", ".join(within) if within else "the combination of " + ", ".join(a[0] for a in admitted)
             refused[f] = f"confounded: determined by {by}; refused"
         elif starved:
@@ -162,5 +162,6 @@ def admit_terms(columns: Mapping[str, Sequence[object]]) -> Terms:
     return Terms(tuple(terms), refused, max(0, full - 1))
 
 
-def _join(a: str, b: str) -> str:
+def join_note(a: str | None, b: str) -> str:
+    """Notes ``a`` and ``b`` joined by "; " (``b`` alone where ``a`` is empty)."""
     return f"{a}; {b}" if a else b
