@@ -222,7 +222,9 @@ def _flip_in_column(path: Path, column: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("damage", ["flipped", "truncated", "junk", "rewritten key"])
+@pytest.mark.parametrize(
+    "damage", ["flipped", "truncated", "junk", "rewritten key", "name not UTF-8", "digest not UTF-8"]
+)
 def test_a_damaged_part_is_refused_with_its_name(stored_run: Path, tmp_path: Path, damage: str) -> None:
     out, part = _damaged_copy(stored_run, tmp_path)
     if damage == "flipped":
@@ -231,13 +233,22 @@ def test_a_damaged_part_is_refused_with_its_name(stored_run: Path, tmp_path: Pat
         part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
     elif damage == "junk":
         part.write_bytes(b"not a parquet file at all" * 10)
+    elif damage == "name not UTF-8":  # a column name in the footer no longer decodes (pyarrow raised ValueError)
+        data = part.read_bytes()
+        footer = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+        at = data.index(b"input_tokens", footer)  # the schema's element, first in the footer
+        part.write_bytes(data[:at] + b"\xf2" + data[at + 1 :])
+    elif damage == "digest not UTF-8":  # pages intact, the recorded key digest is bytes that do not decode
+        data = pq.read_table(part)
+        meta = {**data.schema.metadata, b"hofcat.key_digest": b"\xf2\xff" * 16}
+        pq.write_table(data.replace_schema_metadata(meta), part, write_page_checksum=True)
     else:  # every page consistent, one key changed: only the recorded key digest can tell
         data = pq.read_table(part)
         keys = data.column("cell_key").to_pylist()
         keys[0] = "0" * 32
         changed = data.set_column(data.column_names.index("cell_key"), "cell_key", pa.array(keys))
         pq.write_table(changed.replace_schema_metadata(data.schema.metadata), part, write_page_checksum=True)
-    expected = "checksum mismatch" if damage == "rewritten key" else "is corrupt"
+    expected = "checksum mismatch" if damage in ("rewritten key", "digest not UTF-8") else "is corrupt"
     _one_line_error(_hofcat("status", str(out)), f"part responses/{part.name}", expected)
     spec_path = stored_run.parent / "spec.toml"  # the server is gone: a resume must stop before sending
     _one_line_error(_hofcat("run", str(spec_path), "--out", str(out)), f"part responses/{part.name}", expected)

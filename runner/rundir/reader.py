@@ -89,6 +89,11 @@ def key_digest(values: pa.Array | pa.ChunkedArray) -> str:
     return digest.hexdigest()[:32]
 
 
+# What reading a part from elsewhere can raise: Arrow's own errors, the system's, and ValueError — pyarrow decodes
+# a footer's column names as UTF-8 and lets a damaged byte escape as UnicodeDecodeError (found by the fuzz test).
+_PARQUET_ERRORS = (pa.ArrowException, OSError, ValueError)
+
+
 def _where(path: Path) -> str:
     """A part's name as the user knows it: ``responses/part-000012-1a2b3c4d.parquet``."""
     return f"{path.parent.name}/{path.name}"
@@ -102,15 +107,16 @@ def read_part(path: Path, columns: Iterable[str] | None = None, key_column: str 
         # ParquetFile, not read_table: read_table imports pyarrow.dataset, and with it pandas (~0.3 s at start-up)
         with _open(path) as fh, pq.ParquetFile(fh, page_checksum_verification=True) as part:
             data = part.read(columns=cols)
-    except (pa.ArrowException, OSError) as exc:
+    except _PARQUET_ERRORS as exc:
         raise _unreadable(path, exc, "Parquet") from None
     stored = (data.schema.metadata or {}).get(DIGEST_KEY)
     if stored is not None and key_column is not None and key_column in data.column_names:
         found = key_digest(data.column(key_column))
-        if found != stored.decode():
+        recorded = stored.decode("utf-8", "replace")[:64]
+        if found != recorded:
             raise RunDirError(
                 f"part {_where(path)} is corrupt (checksum mismatch): {key_column} digest {found}, "
-                f"recorded {stored.decode()}; move the file away and rerun to redo its cells"
+                f"recorded {recorded!r}; move the file away and rerun to redo its cells"
             )
     return data
 
@@ -121,7 +127,7 @@ def part_footer(path: Path) -> tuple[dict[bytes, bytes], int]:
     try:
         with _open(path) as fh, pq.ParquetFile(fh) as part:
             return part.schema_arrow.metadata or {}, part.metadata.num_rows
-    except (pa.ArrowException, OSError) as exc:
+    except _PARQUET_ERRORS as exc:
         raise _unreadable(path, exc, "Parquet footer") from None
 
 
@@ -148,7 +154,7 @@ def part_schema(path: Path) -> pa.Schema:
     try:
         with _open(path) as fh, pq.ParquetFile(fh) as part:
             return part.schema_arrow
-    except (pa.ArrowException, OSError) as exc:
+    except _PARQUET_ERRORS as exc:
         raise _unreadable(path, exc, "Parquet footer") from None
 
 
@@ -328,7 +334,7 @@ def answers_parser_version(path: Path) -> str | None:
     """The parser version an answers part was written by (from its schema metadata, else its rows)."""
     metadata, _ = part_footer(path)
     if b"hofcat.parser_version" in metadata:
-        return metadata[b"hofcat.parser_version"].decode()
+        return metadata[b"hofcat.parser_version"].decode("utf-8", "replace")
     versions = set(read_part(path, ["parser_version"]).column(0).to_pylist())
     return versions.pop() if len(versions) == 1 else None
 
@@ -342,7 +348,7 @@ def read_output_table(run_dir: str | Path | RunDir, stage: str, name: str) -> pa
     try:
         with open_read(layout.root, path) as fh:
             return pq.read_table(fh)
-    except (pa.ArrowException, OSError) as exc:
+    except _PARQUET_ERRORS as exc:
         raise _unreadable(path, exc, "Parquet") from None
 
 
