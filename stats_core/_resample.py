@@ -12,10 +12,21 @@ of permutations so memory is bounded by the block, not by the number of permutat
 ``scipy.stats.bootstrap``'s order instead — ``stats_core.bootstrap_indices``, shared by
 ``bootstrap_kendall_tau`` and hofcat's analysis — so that its distribution equals scipy's; that is a few
 hundred thousand draws.)
+
+Exact p-values. Where every distinct relabelling of the labels (within strata) besides the observed one fits in
+the permutations asked for (and in ``EXACT_MAX``), the test visits each exactly once instead of drawing
+(``relabellings``; permute's complete enumeration below ``minperm``, with the permutations asked for as the
+threshold, so enumeration never costs more than the draws would have). Labels that are equal give the same
+relabelling, so each distinct assignment counts once; under the null every distinct assignment is equally
+likely (each is reached by the same number of permutations of the objects), and p = (k + 1) / N is the exact
+proportion of all N distinct relabellings, the observed one included, whose statistic is at least the observed.
+The enumerated rows go to the same counting kernels as drawn ones, so every backend gives the same count.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -36,6 +47,10 @@ LANES = 32
 # A permuted statistic within this relative distance of the observed one counts as "at least as
 # extreme" (vegan uses an absolute EPS): p-values then do not depend on a backend's summation order.
 TIE_RTOL = 1e-9
+# Designs with at most this many distinct relabellings besides the observed one (and no more than the
+# permutations asked for) are enumerated completely; the bound keeps the per-stratum arrangements, which are
+# held in memory (≤ n int32 per relabelling), small.
+EXACT_MAX = 100_000
 
 
 def seed_value(seed: object) -> int:
@@ -75,6 +90,88 @@ def strata_layout(value: object, n: int) -> Strata | None:
     return Strata(labels, order, starts)
 
 
+def _arrangements(counts: tuple[int, ...]) -> np.ndarray:
+    """Every distinct sequence holding counts[k] copies of k: (N, Σ counts) int32, N the multinomial coefficient.
+
+    Label by label, each partial row's free positions are filled in every way (``itertools.combinations``); the
+    last label takes what is left. Loops over labels, not positions, so a long stratum costs no recursion.
+    """
+    size = sum(counts)
+    rows = np.full((1, size), len(counts) - 1, np.int32)
+    free = np.arange(size)[None, :]  # (rows, free positions) of each partial row
+    for label, count in enumerate(counts[:-1]):
+        width = free.shape[1]
+        picks = np.array(list(itertools.combinations(range(width), count)), np.intp).reshape(-1, count)
+        rows = np.repeat(rows, len(picks), axis=0)
+        chosen = free[:, picks].reshape(len(rows), count)
+        rows[np.arange(len(rows))[:, None], chosen] = label
+        left = np.ones((len(picks), width), bool)
+        left[np.arange(len(picks))[:, None], picks] = False
+        free = free[:, np.nonzero(left)[1].reshape(len(picks), width - count)].reshape(len(rows), width - count)
+    return rows
+
+
+@dataclass(frozen=True)
+class Enumeration:
+    """Every distinct relabelling of a design's labels within its strata, the observed one set aside.
+
+    Relabelling r gives stratum s's members row ``arrangements[s][digit_s]``, (digit_s) the mixed-radix
+    digits of r over the strata's arrangement counts; ``observed`` is the index of the observed labelling.
+    """
+
+    members: tuple[np.ndarray, ...]  # per stratum: its object indices
+    arrangements: tuple[np.ndarray, ...]  # per stratum: (count_s, size_s) int32, its distinct label arrangements
+    observed: int
+
+    @property
+    def others(self) -> int:
+        """Number of distinct relabellings besides the observed one."""
+        return math.prod(a.shape[0] for a in self.arrangements) - 1
+
+    def rows(self, first: int, stop: int) -> np.ndarray:
+        """Relabellings first … stop−1 of the others (0 ≤ first ≤ stop ≤ ``others``): (stop − first, n) int32."""
+        index = np.arange(first, stop, dtype=np.int64)
+        index += index >= self.observed
+        digits = np.unravel_index(index, tuple(a.shape[0] for a in self.arrangements))
+        out = np.empty((stop - first, sum(m.shape[0] for m in self.members)), np.int32)
+        for members, arrangements, digit in zip(self.members, self.arrangements, digits, strict=True):
+            out[:, members] = arrangements[digit]
+        return out
+
+
+def enumeration(codes: np.ndarray, blocks: Strata | None, limit: int) -> Enumeration | None:
+    """Every distinct relabelling of ``codes`` (n,) within ``blocks``; None when more than ``limit`` besides the
+    observed one (as permute's ``minperm``: enumerate when all fit)."""
+    n = codes.shape[0]
+    order = blocks.order if blocks is not None else np.arange(n)
+    starts = blocks.starts if blocks is not None else np.array([0, n])
+    members = tuple(order[starts[b] : starts[b + 1]] for b in range(len(starts) - 1))
+    counts = [np.unique(codes[m], return_counts=True) for m in members]
+    # log of the count first: n! of a large design is a huge integer, and the answer there is always "too many"
+    log_total = sum(math.lgamma(sizes.sum() + 1) - sum(math.lgamma(c + 1) for c in sizes) for _, sizes in counts)
+    if log_total > math.log(limit + 1) + 1e-9:
+        return None
+    total = math.prod(
+        math.factorial(int(sizes.sum())) // math.prod(math.factorial(int(c)) for c in sizes) for _, sizes in counts
+    )
+    if total - 1 > limit:
+        return None
+    arrangements = tuple(values[_arrangements(tuple(int(c) for c in sizes))] for values, sizes in counts)
+    digits = [
+        int(np.flatnonzero((a == codes[m][None, :]).all(axis=1))[0]) for m, a in zip(members, arrangements, strict=True)
+    ]
+    observed = int(np.ravel_multi_index(digits, [a.shape[0] for a in arrangements])) if digits else 0
+    return Enumeration(members, tuple(a.astype(np.int32) for a in arrangements), observed)
+
+
+def relabellings(codes: np.ndarray, permutations: int, blocks: Strata | None) -> tuple[int, Enumeration | None]:
+    """(relabellings to count, the enumeration of all of them or None): every distinct relabelling but the
+    observed one when they number at most ``permutations`` (and ``EXACT_MAX``), which makes p exact; else
+    ``permutations`` drawn ones. One rule for every permutation test in stats_core."""
+    every = enumeration(codes, blocks, min(permutations, EXACT_MAX)) if permutations else None
+    return (permutations, None) if every is None else (every.others, every)
+
+
 def permuted_label_blocks(
     kernels: ModuleType,
     codes: np.ndarray,
@@ -83,11 +180,13 @@ def permuted_label_blocks(
     blocks: Strata | None = None,
     *,
     first: int = 0,
+    every: Enumeration | None = None,
 ) -> Iterator[np.ndarray]:
     """Blocks of (≤ block, n) int32 rows: permutations ``first`` … permutations−1 of ``codes`` for ``seed``.
 
     With ``blocks``, labels move only within strata (``permutations_within``); one stratum gives exactly the
     unblocked rows. Permutation p is the same row whatever ``first`` is (the generator is counter-based).
+    With ``every`` (``relabellings``), the rows are those enumerated relabellings instead (seed unused).
     """
     n = codes.shape[0]
     block = max(1, min(permutations - first, BLOCK_CELLS // max(n, 1)))
@@ -97,7 +196,9 @@ def permuted_label_blocks(
     key = permutation_key(seed)
     for start in range(first, permutations, block):
         count = min(block, permutations - start)
-        if blocks is None:
+        if every is not None:
+            yield every.rows(start, start + count)
+        elif blocks is None:
             yield kernels.permutations(codes, key, start, count)
         else:
             yield kernels.permutations_within(codes, blocks.order, blocks.starts, key, start, count)
@@ -110,9 +211,10 @@ def count_at_least(permuted: np.ndarray, observed: float) -> int:
     return int((permuted >= observed - TIE_RTOL * abs(observed)).sum())
 
 
-def permutation_pvalue(permuted_count: int, permutations: int) -> float:
-    """(k + 1) / (permutations + 1); NaN when there were no permutations."""
-    return float("nan") if permutations == 0 else (permuted_count + 1) / (permutations + 1)
+def permutation_pvalue(permuted_count: int, permutations: int, exact: bool = False) -> float:
+    """(k + 1) / (permutations + 1); NaN when no permutation was drawn. ``exact``: the permutations were every
+    distinct relabelling but the observed one, so this is the exact p (1 where the observed is the only one)."""
+    return float("nan") if permutations == 0 and not exact else (permuted_count + 1) / (permutations + 1)
 
 
 @dataclass(frozen=True)
@@ -125,10 +227,11 @@ class Design:
     groups: tuple
     sizes: np.ndarray
     inverse_sizes: np.ndarray  # 1/n_g, float64
-    permutations: int
+    permutations: int  # relabellings counted: those drawn, or with ``every`` every distinct one but the observed
     seed: int  # the seed used (drawn from the OS when None was given)
     kernels: ModuleType
     strata: Strata | None = None  # permutations stay within these blocks; None: free permutations
+    every: Enumeration | None = None  # all distinct relabellings, when they fit in the permutations asked for
 
 
 def design(
@@ -150,6 +253,7 @@ def design(
     codes, groups, sizes = _validate.grouping("grouping", grouping, n, min_size=min_size)
     count = _validate.int_at_least("permutations", permutations, 0)
     blocks = strata_layout(strata, n)
+    count, every = relabellings(codes, count, blocks)
     return Design(
         dist,
         n,
@@ -161,6 +265,7 @@ def design(
         seed_value(seed),
         backend_kernels(backend),
         blocks,
+        every,
     )
 
 
@@ -185,7 +290,9 @@ DISTRIBUTOR: ContextVar[Distributor | None] = ContextVar("stats_core_distributor
 
 def count_range(count_block: Callable[[np.ndarray], int], design: Design, first: int, stop: int) -> int:
     """Sum of ``count_block`` over the relabelling blocks of permutations first … stop−1 of ``design``."""
-    blocks = permuted_label_blocks(design.kernels, design.codes, design.seed, stop, design.strata, first=first)
+    blocks = permuted_label_blocks(
+        design.kernels, design.codes, design.seed, stop, design.strata, first=first, every=design.every
+    )
     return sum(count_block(block) for block in blocks)
 
 
@@ -209,12 +316,13 @@ def permutation_test(
     return PermutationTestResult(
         method=method,
         statistic=statistic,
-        pvalue=permutation_pvalue(k, design.permutations),
+        pvalue=permutation_pvalue(k, design.permutations, design.every is not None),
         permutations=design.permutations,
         n=design.n,
         groups=design.groups,
         group_sizes=tuple(int(s) for s in design.sizes),
         seed=design.seed,
         strata=design.strata.labels if design.strata is not None else None,
+        exact=design.every is not None,
         **extra,
     )

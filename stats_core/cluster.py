@@ -186,15 +186,13 @@ def ss_h_test(
 
     observed = float(statistic(labels[None, :])[0])
     layout = _resample.strata_layout(nations, len(labels))
-    kern = kernels(backend)
-    null = np.concatenate(
-        [statistic(block) for block in _resample.permuted_label_blocks(kern, labels, seed_used, count, layout)]
-        or [np.empty(0)]
-    )
+    count, every = _resample.relabellings(labels, count, layout)
+    blocks = _resample.permuted_label_blocks(kernels(backend), labels, seed_used, count, layout, every=every)
+    null = np.concatenate([statistic(block) for block in blocks] or [np.empty(0)])
     return PermutationTestResult(
         method="SS_h",
         statistic=observed,
-        pvalue=_resample.permutation_pvalue(_resample.count_at_least(null, observed), count),
+        pvalue=_resample.permutation_pvalue(_resample.count_at_least(null, observed), count, every is not None),
         permutations=count,
         n=len(labels),
         groups=("set_a", "set_b"),
@@ -202,6 +200,7 @@ def ss_h_test(
         seed=seed_used,
         strata=tuple(range(n)),
         null_distribution=null,
+        exact=every is not None,
     )
 
 

@@ -23,8 +23,6 @@ factor (Euclidean profiles) a screen decides most permutations in O(n·k) and re
 
 from __future__ import annotations
 
-import itertools
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -41,9 +39,6 @@ BY = ("terms", "margin")
 # scattered add per pair and permutation) is as cheap — measured (Bray–Curtis, 24 cells, 999 permutations) at
 # n = 1,000: rank 8 0.53 s screened vs 0.81 s exact, rank 14 0.85 vs 0.71; the exact pass grows faster with n.
 MAX_QUANTIZED_RANK = 12
-# Designs with at most this many distinct relabellings (and no more than the permutations asked for) are
-# enumerated completely; permute's minperm (5040) in spirit, bounded by the rows' memory (n int32 each).
-EXACT_MAX = 100_000
 
 
 def _squared_condensed(distances: object) -> tuple[np.ndarray, np.ndarray, int]:
@@ -67,59 +62,6 @@ def _design_columns(model: Sequence[tuple[str, ...]], fac: _terms_model.Factors)
     return np.concatenate([_terms_model.term_columns(t, model[:i], fac) for i, t in enumerate(model)], axis=1)
 
 
-def _arrangements(labels: list[int]) -> list[tuple[int, ...]]:
-    """Every distinct ordering of a multiset of labels (sorted lexicographically)."""
-    counts: dict[int, int] = {}
-    for label in labels:
-        counts[label] = counts.get(label, 0) + 1
-    keys = sorted(counts)
-    out: list[tuple[int, ...]] = []
-    prefix: list[int] = []
-
-    def extend() -> None:
-        if len(prefix) == len(labels):
-            out.append(tuple(prefix))
-            return
-        for key in keys:
-            if counts[key]:
-                counts[key] -= 1
-                prefix.append(key)
-                extend()
-                prefix.pop()
-                counts[key] += 1
-
-    extend()
-    return out
-
-
-def _all_relabellings(cells: np.ndarray, blocks: _resample.Strata | None, limit: int) -> np.ndarray | None:
-    """Every distinct relabelling of the objects' cells (within strata) but the observed one, as (N − 1, n)
-    int32 rows; None when there are more than ``limit`` (as permute's ``minperm``: enumerate when all fit)."""
-    n = cells.shape[0]
-    order = blocks.order if blocks is not None else np.arange(n)
-    starts = blocks.starts if blocks is not None else np.array([0, n])
-    groups = [order[starts[b] : starts[b + 1]] for b in range(len(starts) - 1)]
-    sizes = [np.unique(cells[members], return_counts=True)[1] for members in groups]
-    # log of the count first: n! of a large design is a huge integer, and the answer there is always "too many"
-    log_total = sum(
-        math.lgamma(len(m) + 1) - sum(math.lgamma(int(c) + 1) for c in z) for m, z in zip(groups, sizes, strict=True)
-    )
-    if log_total > math.log(limit + 1) + 1e-9:
-        return None
-    total = math.prod(
-        math.factorial(len(m)) // math.prod(math.factorial(int(c)) for c in z)
-        for m, z in zip(groups, sizes, strict=True)
-    )
-    if total - 1 > limit:
-        return None
-    per_block = [_arrangements(sorted(int(c) for c in cells[members])) for members in groups]
-    rows = np.empty((total, n), dtype=np.int32)
-    for r, combo in enumerate(itertools.product(*per_block)):
-        for members, arrangement in zip(groups, combo, strict=True):
-            rows[r, members] = arrangement
-    return rows[~(rows == cells[None, :]).all(axis=1)]
-
-
 def _tested(model: Sequence[tuple[str, ...]], by: str) -> list[int]:
     """Indices of the terms with a row: all (terms), or those in no higher-order term of the model (margin)."""
     if by == "terms":
@@ -132,8 +74,9 @@ def permutation_indices(
 ) -> np.ndarray:
     """(permutations, n) int64 rows Π: permutation p gives object k the labels of object Π[p, k].
 
-    These are the permutations every stats_core permutation test with this ``seed`` uses (``permanova``,
-    ``permanova_terms``). vegan's ``permutations = <matrix>`` permutes the response instead, so the matrix
+    These are the permutations every stats_core permutation test with this ``seed`` draws (``permanova``,
+    ``permanova_terms``) unless it enumerates every distinct relabelling instead (its result's ``exact``).
+    vegan's ``permutations = <matrix>`` permutes the response instead, so the matrix
     giving adonis2 the same permutations is ``np.argsort(Π, axis=1) + 1``.
     """
     count = _validate.int_at_least("permutations", permutations, 0)
@@ -169,9 +112,11 @@ def permanova_terms(
     model = _terms_model.parse_terms(terms, list(columns))
     used = [name for name in columns if any(name in t for t in model)]
     fac = _terms_model.check_factors(columns, used, n)
-    count = _validate.int_at_least("permutations", permutations, 0)
     seed_used = _resample.seed_value(seed)
     blocks = _resample.strata_layout(strata, n)
+    # Where every distinct relabelling fits in the permutations asked for, each is visited once: p is exact
+    # (never below the design's smallest attainable p, as a Monte Carlo p on a tiny design can be).
+    count, every = _resample.relabellings(fac.cells, _validate.int_at_least("permutations", permutations, 0), blocks)
     kernels = backend_kernels(backend)
     cells = len(fac.cell_sizes)
 
@@ -208,19 +153,12 @@ def permanova_terms(
         else None
     )
     exceed = np.zeros(len(tested), dtype=np.int64)
-    # Where every distinct relabelling fits in the permutations asked for, visit each once: the p is exact
-    # (never below the design's smallest attainable p, as a Monte Carlo p on a tiny design can be).
-    every = _all_relabellings(fac.cells, blocks, min(count, EXACT_MAX)) if count else None
-    if every is not None:
-        count = every.shape[0]
-        exceed += _terms_screen.count_block(kernels, terms_model, screen, squares, every, cells, f)
-    else:
-        for block in _resample.permuted_label_blocks(kernels, fac.cells, seed_used, count, blocks):
-            exceed += _terms_screen.count_block(kernels, terms_model, screen, squares, block, cells, f)
+    for block in _resample.permuted_label_blocks(kernels, fac.cells, seed_used, count, blocks, every=every):
+        exceed += _terms_screen.count_block(kernels, terms_model, screen, squares, block, cells, f)
     rows = []
     for k, t in enumerate(tested):
         _, omega = effect_sizes(float(ss[k] + residual), float(residual), int(df[k]), df_residual, n)
-        p = _resample.permutation_pvalue(int(exceed[k]), count) if df[k] > 0 else float("nan")
+        p = _resample.permutation_pvalue(int(exceed[k]), count, every is not None) if df[k] > 0 else float("nan")
         if df[k] > 0 and np.isnan(f[k]) and count:
             p = 1.0  # no variation to explain (SS_T = 0): no permutation can beat it, as stats_core.permanova says
         rows.append(

@@ -24,7 +24,10 @@ class PermutationTestResult:
 
     ``pvalue`` is (k + 1) / (permutations + 1), k = permutations whose F ≥ the observed F; NaN when
     ``permutations`` is 0, or when no permuted F exists (PERMDISP with every group's distances constant).
-    ``seed`` is the integer that reproduces the permutations; ``strata`` the block
+    With ``exact``, ``permutations`` counts every distinct relabelling but the observed one, each visited once,
+    and ``pvalue`` is exact: the proportion of all distinct relabellings, the observed one included, whose
+    statistic is at least the observed (the seed is then unused). Else ``seed`` is the integer that reproduces
+    the permutations; ``strata`` the block
     labels permutations stayed within (None: unrestricted). PERMANOVA also reports its sums of squares and
     effect sizes: R² = SS_A / SS_T (adonis2's ``R2``) and ω² = (SS_A − (g − 1) MS_W) / (SS_T + MS_W),
     MS_W = SS_W / (n − g) (the less biased estimate of the share of variation the grouping explains; can be < 0).
@@ -51,6 +54,7 @@ class PermutationTestResult:
     ss_total_within_strata: float | None = None  # PERMANOVA with strata: Σ_s SS_T(s)
     ss_within_cells: float | None = None  # PERMANOVA with strata: SS_W of the stratum × group cells
     null_distribution: np.ndarray | None = None  # the permuted statistics, where kept (SS_h)
+    exact: bool = False  # every distinct relabelling was visited once (``permutations`` of them): p is exact
 
     @property
     def test_statistic_name(self) -> str:
