@@ -81,6 +81,24 @@ def test_permdisp_on_ray_is_bit_identical(cluster) -> None:
 
 
 @pytest.mark.slow
+def test_an_enumerated_design_on_ray_gives_the_single_process_exact_p(cluster) -> None:
+    # 6 + 6 objects: 924 distinct relabellings (400 within two strata), all fit in the 999 asked for, so every
+    # one is visited once; the ranges of that enumeration run on the workers and their counts sum to the same p
+    rng = np.random.default_rng(4)
+    labels = np.repeat([0, 1], 6)
+    distances = stats_core.pdist(rng.normal(size=(12, 3)) + 0.6 * labels[:, None])
+    for test, kwargs in itertools.product(
+        (stats_core.permanova, stats_core.permdisp), ({}, {"strata": np.arange(12) % 2})
+    ):
+        local = test(distances, labels, 999, **kwargs)
+        with distributed.on_ray(cluster["address"], blocks_per_worker=2) as ray_run:
+            remote = test(distances, labels, 999, **kwargs)
+        assert local.exact and local.permutations == (923 if not kwargs else 399)
+        assert remote.exact and remote.pvalue == local.pvalue and remote.permutations == local.permutations
+        assert 0.001 < local.pvalue < 0.9 and len(ray_run.nodes) > 1
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["percentile", "bca"])
 def test_bootstrap_on_ray_is_bit_identical(cluster, method: str) -> None:
     rng = np.random.default_rng(5)
