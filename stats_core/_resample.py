@@ -14,10 +14,11 @@ of permutations so memory is bounded by the block, not by the number of permutat
 hundred thousand draws.)
 
 Exact p-values. Where every distinct relabelling of the labels (within strata) besides the observed one fits in
-the permutations asked for (and in ``EXACT_MAX``), the test visits each exactly once instead of drawing
+the permutations asked for, the test visits each exactly once instead of drawing
 (``relabellings``; permute's complete enumeration below ``minperm``, with the permutations asked for as the
-threshold, so enumeration never costs more than the draws would have). Labels that are equal give the same
-relabelling, so each distinct assignment counts once; under the null every distinct assignment is equally
+threshold, so enumeration never costs more than the draws would have; the strata's tables of arrangements,
+which are held, must fit in ``BLOCK_CELLS`` labels, so memory stays bounded as with draws). Equal labels give the
+same relabelling, so each distinct assignment counts once; under the null every distinct assignment is equally
 likely (each is reached by the same number of permutations of the objects), and p = (k + 1) / N is the exact
 proportion of all N distinct relabellings, the observed one included, whose statistic is at least the observed.
 The enumerated rows go to the same counting kernels as drawn ones, so every backend gives the same count.
@@ -47,10 +48,6 @@ LANES = 32
 # A permuted statistic within this relative distance of the observed one counts as "at least as
 # extreme" (vegan uses an absolute EPS): p-values then do not depend on a backend's summation order.
 TIE_RTOL = 1e-9
-# Designs with at most this many distinct relabellings besides the observed one (and no more than the
-# permutations asked for) are enumerated completely; the bound keeps the per-stratum arrangements, which are
-# held in memory (≤ n int32 per relabelling), small.
-EXACT_MAX = 100_000
 
 
 def seed_value(seed: object) -> int:
@@ -141,7 +138,8 @@ class Enumeration:
 
 def enumeration(codes: np.ndarray, blocks: Strata | None, limit: int) -> Enumeration | None:
     """Every distinct relabelling of ``codes`` (n,) within ``blocks``; None when more than ``limit`` besides the
-    observed one (as permute's ``minperm``: enumerate when all fit)."""
+    observed one (as permute's ``minperm``: enumerate when all fit) or when the strata's tables of arrangements
+    would hold more than ``BLOCK_CELLS`` labels."""
     n = codes.shape[0]
     order = blocks.order if blocks is not None else np.arange(n)
     starts = blocks.starts if blocks is not None else np.array([0, n])
@@ -151,10 +149,12 @@ def enumeration(codes: np.ndarray, blocks: Strata | None, limit: int) -> Enumera
     log_total = sum(math.lgamma(sizes.sum() + 1) - sum(math.lgamma(c + 1) for c in sizes) for _, sizes in counts)
     if log_total > math.log(limit + 1) + 1e-9:
         return None
-    total = math.prod(
-        math.factorial(int(sizes.sum())) // math.prod(math.factorial(int(c)) for c in sizes) for _, sizes in counts
-    )
-    if total - 1 > limit:
+    # multinomial coefficients as products of binomials (no factorial of a long stratum)
+    per_stratum = [
+        math.prod(math.comb(int(c), int(k)) for c, k in zip(np.cumsum(z), z, strict=True)) for _, z in counts
+    ]
+    table = sum(a * len(m) for a, m in zip(per_stratum, members, strict=True))
+    if math.prod(per_stratum) - 1 > limit or table > BLOCK_CELLS:
         return None
     arrangements = tuple(values[_arrangements(tuple(int(c) for c in sizes))] for values, sizes in counts)
     digits = [
@@ -166,9 +166,9 @@ def enumeration(codes: np.ndarray, blocks: Strata | None, limit: int) -> Enumera
 
 def relabellings(codes: np.ndarray, permutations: int, blocks: Strata | None) -> tuple[int, Enumeration | None]:
     """(relabellings to count, the enumeration of all of them or None): every distinct relabelling but the
-    observed one when they number at most ``permutations`` (and ``EXACT_MAX``), which makes p exact; else
-    ``permutations`` drawn ones. One rule for every permutation test in stats_core."""
-    every = enumeration(codes, blocks, min(permutations, EXACT_MAX)) if permutations else None
+    observed one when they number at most ``permutations`` (and their tables fit: ``enumeration``), which makes
+    p exact; else ``permutations`` drawn ones. One rule for every permutation test in stats_core."""
+    every = enumeration(codes, blocks, permutations) if permutations else None
     return (permutations, None) if every is None else (every.others, every)
 
 

@@ -191,3 +191,19 @@ def test_a_design_with_no_other_relabelling_has_exact_p_one(backend):
     for test in (stats_core.permanova, stats_core.permdisp):
         result = test(ssd.pdist(points), codes, permutations=99, strata=codes, backend=backend)
         assert result.exact and result.permutations == 0 and result.pvalue == 1.0
+
+
+def test_enumeration_is_bounded_by_the_permutations_asked_for_and_by_its_tables_memory():
+    one_out = np.zeros(2048, np.int32)
+    one_out[0] = 1  # 2,048 relabellings: the single 1 in any place
+    count, every = _resample.relabellings(one_out, 2047, None)
+    assert every is not None and count == 2047
+    assert (every.rows(0, count).sum(axis=1) == 1).all() and not every.rows(0, count)[:, 0].any()
+    assert _resample.relabellings(one_out, 2046, None) == (2046, None)  # one more than asked for: drawn
+    # as many relabellings, but a table of 4,096 × 4,096 labels (over BLOCK_CELLS): drawn, memory stays bounded
+    longer = np.zeros(4096, np.int32)
+    longer[0] = 1
+    assert _resample.relabellings(longer, 9999, None) == (9999, None)
+    # within strata the tables are per stratum: 2,000 strata of (0, 1) give 2^2000 relabellings, drawn
+    pairs = np.tile(np.array([0, 1], np.int32), 2000)
+    assert _resample.relabellings(pairs, 10**6, _resample.strata_layout(np.repeat(np.arange(2000), 2), 4000))[1] is None
