@@ -87,6 +87,8 @@ def test_separation_matches_sklearn_and_the_ss_h_equation(units):
             a, b, ah = mean_dist(own[i], own, True), mean_dist(own[i], other, False), mean_dist(h[i], h, True)
             total += (b - a) / ah
     assert row["ss_h"] == pytest.approx(total / 18)
+    # 6 seeds per nation and set: the within-nation deals number far more than 999, so the p is drawn
+    assert row["ss_h_exact"] is False and 0 < row["ss_h_p"] <= 1
 
 
 def test_permanova_and_permdisp_match_scikit_bio(units):
@@ -152,6 +154,30 @@ def test_factor_tests_block_permutations_within_country():
     assert blocked["permanova_p"] == direct.pvalue and blocked["permanova_r2"] == direct.r_squared
     assert blocked["permanova_omega2"] == direct.omega_squared
     assert blocked["permanova_omega2"] < blocked["permanova_r2"]
+
+
+def test_factor_tests_say_when_their_p_is_exact(units):
+    # Two models × 3 seeds in one country: 20 distinct splits of 6 points, each visited once — p is the share of
+    # splits (observed included) whose pseudo-F is at least the observed one, counted here with scikit-bio's F.
+    from itertools import combinations
+
+    from skbio import DistanceMatrix
+    from skbio.stats.distance import permanova
+
+    frame = make_answers(5, countries=NINE[:1], seeds=3)
+    small = unit_array(frame.lazy(), infer_design(frame.columns))
+    row = factor_tests(small, permutations=999, seed=1, points="seed").row(0, named=True)
+    assert (row["exact"], row["permutations"], row["n"]) == (True, 19, 6)
+    points = [small.values[c][np.isfinite(small.values[c]).all(axis=2)] for c in (0, 1)]
+    dm = DistanceMatrix(stats_core.squareform(stats_core.pdist(np.vstack(points))))
+    f_of = [
+        permanova(dm, np.isin(np.arange(6), split).astype(int), permutations=0)["test statistic"]
+        for split in combinations(range(6), 3)
+    ]
+    at_least = sum(f >= row["permanova_f"] * (1 - 1e-9) for f in f_of)
+    assert row["permanova_p"] == pytest.approx(at_least / 20, abs=1e-12)
+    drawn = factor_tests(units, permutations=99, seed=1, points="seed").row(0, named=True)
+    assert (drawn["exact"], drawn["permutations"]) == (False, 99)
 
 
 def test_factor_tests_reject_unknown_blocks(units):

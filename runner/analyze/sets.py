@@ -294,6 +294,7 @@ def set_separation(
             "ss_h": None,
             "ss_h_null_mean": None,
             "ss_h_p": None,
+            "ss_h_exact": None,
         }
         if len(xa) >= 2 and len(xb) >= 2:
             x = np.vstack([xa, xb])
@@ -313,6 +314,7 @@ def set_separation(
                 test = stats_core.ss_h_test(xa[keep_a], na, xb[keep_b], nb, matrix, permutations, seed)
                 row["ss_h_null_mean"] = float(np.mean(test.null_distribution))
                 row["ss_h_p"] = test.pvalue
+                row["ss_h_exact"] = test.exact
         out.append(row)
     schema = {
         "set_a": pl.String,
@@ -325,6 +327,7 @@ def set_separation(
         "ss_h": pl.Float64,
         "ss_h_null_mean": pl.Float64,
         "ss_h_p": pl.Float64,
+        "ss_h_exact": pl.Boolean,
     }
     return pl.DataFrame(out, schema=schema)
 
@@ -450,7 +453,8 @@ def factor_tests(
                     "permanova_omega2": _float(pm.omega_squared),
                     "permdisp_f": float(pd_.statistic),
                     "permdisp_p": float(pd_.pvalue),
-                    "permutations": permutations,
+                    "permutations": pm.permutations,  # relabellings counted: all but the observed one when exact
+                    "exact": pm.exact,
                     "blocks": blocks or "none",
                     "seed": seed,
                 }
@@ -467,6 +471,7 @@ def factor_tests(
         "permdisp_f": pl.Float64,
         "permdisp_p": pl.Float64,
         "permutations": pl.Int64,
+        "exact": pl.Boolean,
         "blocks": pl.String,
         "seed": pl.Int64,
     }
