@@ -452,7 +452,7 @@ mod tests {
         if !crate::cell_screen_vnni::available() {
             return;
         }
-        // n off and on quad boundaries, past a tile; 1 to 11 columns (one group, two groups); a partial lane group
+        // n off and on quad boundaries, past a tile; 1 to 11 columns (one group, three); a partial lane group
         for (n, p, rows) in [(1, 2, 3), (2, 1, 1), (7, 3, LANES), (261, 1, LANES + 5), (302, 5, 2 * LANES), (97, 11, 9)]
         {
             let cells = p + 2;
