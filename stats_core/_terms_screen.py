@@ -151,7 +151,9 @@ def quantized_screen(
     counts = np.abs(full).T @ sizes
     rounding = (full.shape[1] ** 2 + 8) * 2.0**-50 * (largest + epsilon) * (counts @ np.abs(coefficients)) ** 2
     errors = epsilon * spread**2 + rounding + 2.0 * largest * delta * n * spread + _screen.SUM_RTOL * model.ss_total
-    quanta = np.minimum(np.rint(squares * scale), QUANTUM_MAX).astype(np.uint32)
+    scaled = squares * scale  # rounded and clipped in place: fresh n² temporaries cost more than the arithmetic
+    np.rint(scaled, out=scaled)
+    quanta = np.minimum(scaled, QUANTUM_MAX, out=scaled).astype(np.uint32)
     return QuantizedScreen(quanta, scale, np.ascontiguousarray(columns, dtype=np.uint8), coefficients, errors)
 
 

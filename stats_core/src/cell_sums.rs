@@ -117,7 +117,18 @@ fn tile_sums(tile: &[u32], masks: &[u32], stride: usize, acc: &mut [[u32; LANES]
 /// row-major, 0/1) indicators of cell sets — a model's design columns. M[r][s] = Σ_{i<j} q_ij x̃_{c_i r} x̃_{c_j s}.
 /// The screen of `stats_core._terms_screen`: per row and LANES permutations, p masked-add sweeps in SIMD
 /// instead of a scattered f64 add per pair and permutation. Integer sums: independent of order and threads.
+/// Runs `cell_screen_vnni`'s kernel where the CPU has AVX-512 VNNI (the same integers, ~4× fewer operations).
 pub fn cell_column_quanta(quanta: &[u32], labels: &[u32], n: usize, columns: &[u8], p: usize) -> Vec<u64> {
+    #[cfg(target_arch = "x86_64")]
+    if n > 0 && crate::cell_screen_vnni::available() {
+        // SAFETY: the CPU supports AVX-512 F, BW and VNNI, checked just above.
+        return unsafe { crate::cell_screen_vnni::cell_column_quanta(quanta, labels, n, columns, p) };
+    }
+    column_quanta_masked(quanta, labels, n, columns, p)
+}
+
+/// `cell_column_quanta` by p masked-add sweeps per row (AVX2 where the CPU has it, else scalar).
+fn column_quanta_masked(quanta: &[u32], labels: &[u32], n: usize, columns: &[u8], p: usize) -> Vec<u64> {
     let rows = labels.len().checked_div(n).unwrap_or(0);
     let width = p + 1;
     let bins = width * width;
@@ -433,6 +444,24 @@ mod tests {
         tile_sums(&tile, &masks, TILE * LANES, &mut simd);
         tile_sums_scalar(&tile, &masks, TILE * LANES, &mut scalar);
         assert_eq!(simd, scalar);
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn vnni_and_masked_column_quanta_agree() {
+        if !crate::cell_screen_vnni::available() {
+            return;
+        }
+        // n off and on quad boundaries, past a tile; 1 to 11 columns (one group, three); a partial lane group
+        for (n, p, rows) in [(1, 2, 3), (2, 1, 1), (7, 3, LANES), (261, 1, LANES + 5), (302, 5, 2 * LANES), (97, 11, 9)]
+        {
+            let cells = p + 2;
+            let quanta: Vec<u32> = (0..n * (n - 1) / 2).map(|k| ((k * 7919 + 3) % ((1 << 23) + 1)) as u32).collect();
+            let labels: Vec<u32> = (0..rows * n).map(|k| ((k * 7 + k / n + k / 13) % cells) as u32).collect();
+            let columns: Vec<u8> = (0..cells * p).map(|k| (k * 5 % 3 == 0 || k % (p + 1) == 0) as u8).collect();
+            let vnni = unsafe { crate::cell_screen_vnni::cell_column_quanta(&quanta, &labels, n, &columns, p) };
+            assert_eq!(vnni, column_quanta_masked(&quanta, &labels, n, &columns, p), "n={n} p={p}");
+        }
     }
 
     #[test]

@@ -8,6 +8,8 @@ use pyo3::prelude::*;
 pub mod simd;
 
 pub mod bootstrap;
+#[cfg(target_arch = "x86_64")]
+pub mod cell_screen_vnni;
 pub mod cell_sums;
 pub mod cluster;
 pub mod factored;
