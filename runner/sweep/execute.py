@@ -43,7 +43,7 @@ from runner.rundir import Batch, Committed, RunWriter, store_error
 from runner.rundir.admissions import AdmissionLog
 from runner.survey.models import is_requested_model
 from runner.sweep.limits import AdaptiveConcurrency, RateLimiter, Ticket
-from runner.sweep.outcome import Outcome, now_us, response_row
+from runner.sweep.outcome import Outcome, Replied, now_us, response_row
 from runner.sweep.plan import PlannedCell
 from runner.sweep.progress import EndpointStats, Progress, RunStats
 from runner.sweep.providers import HttpCall, Provider, Reply, no_credentials_note, provider_for
@@ -381,9 +381,13 @@ class Executor:
             self._note_capped_wait(endpoint, asked)
 
     def _store(self, cell: PlannedCell, prompt_hash: str, messages_json: str, outcome: Outcome) -> None:
-        """Buffer a cell's outcome (and its prompt) in the writer; commit when the buffer is full."""
+        """Buffer a cell's outcome (and its prompt) in the writer; commit when the buffer is full. A reply's row is
+        built with its batch's, in the flush thread (``Replied``); a failure's here."""
         self.writer.add_prompt(prompt_hash, messages_json)
-        self.writer.add(response_row(cell, prompt_hash, outcome))
+        if outcome.error is None:
+            self.writer.add_lazy(Replied(cell, prompt_hash, outcome))
+        else:
+            self.writer.add(response_row(cell, prompt_hash, outcome))
         if self.writer.full:
             self._flush_due.set()
 
