@@ -49,7 +49,7 @@ from runner.sweep.progress import EndpointStats, Progress, RunStats
 from runner.sweep.providers import HttpCall, Provider, Reply, no_credentials_note, provider_for
 from runner.sweep.remaining import Unstored
 from runner.sweep.request import api_key_for, rendered, request_for
-from runner.sweep.retry import Attempt, RetryPolicy, attempting, call_with_retries
+from runner.sweep.retry import Attempt, RetryPolicy, Tried, attempting, call_with_retries
 from runner.sweep.spec import EndpointConfig
 from runner.sweep.transport import Transport, TransportFactory, aiohttp_transport, redact, send
 
@@ -290,18 +290,21 @@ class Executor:
                 first = self._settle(endpoint, await attempting(send(endpoint.transport, endpoint.provider, call)))
             finally:
                 gate.release()
-        charge = prompt.input_estimate + s.max_tokens
-        try:
-            tried = await call_with_retries(  # returns ``first`` at once unless it asks for a retry
-                functools.partial(self._attempt, endpoint, call, charge, s.max_tokens),
-                endpoint.policy,
-                sleep=endpoint.sleep,
-                on_retry=endpoint.on_retry,
-                rng=self.rng,
-                first=first,
-            )
-        except Interrupted:
-            return
+        if first is not None and first.error is None:  # a reply at once: nothing for the retry loop to decide
+            tried = Tried(first, 1)
+        else:
+            charge = prompt.input_estimate + s.max_tokens
+            try:
+                tried = await call_with_retries(  # returns ``first`` at once unless it asks for a retry
+                    functools.partial(self._attempt, endpoint, call, charge, s.max_tokens),
+                    endpoint.policy,
+                    sleep=endpoint.sleep,
+                    on_retry=endpoint.on_retry,
+                    rng=self.rng,
+                    first=first,
+                )
+            except Interrupted:
+                return
         last, error = tried.last, tried.last.error
         if error is None:
             reply = last.value
@@ -450,6 +453,8 @@ class Executor:
 
     def _settle_fatal_streak(self, endpoint: Endpoint) -> None:
         """A streak too short to stop the endpoint: those were failures of their own cells; store them."""
+        if not endpoint.fatal_streak:  # the common case, once per stored cell
+            return
         streak, endpoint.fatal_streak = endpoint.fatal_streak, []
         for cell, prompt_hash, messages_json, outcome in streak:
             self.stats.failed += 1
