@@ -5,8 +5,9 @@ an ``asyncio_pool.AioPool`` of ``max_concurrency`` workers that take cells one a
 lazy plan iterator (stored cells skipped): at most ``max_concurrency`` cells per endpoint are in hand at
 once, whatever the plan's size, and no task is created per cell. A worker renders
 the prompt, then runs attempts under the retry policy; each attempt holds a slot of the endpoint's
-adaptive concurrency cap and a rate-limit charge. Every outcome becomes a row in the run directory's writer;
-``commit_batch`` (the session's) commits it. The executor knows neither prompts' wording nor answers' meaning.
+adaptive concurrency cap and a rate-limit charge. Every outcome goes to the run directory's writer: a failure
+as its row, a reply as it came (``Replied``: its row is built with its batch's, as Arrow columns, in the flush
+thread); ``commit_batch`` (the session's) commits it. The executor knows neither prompts' wording nor answers' meaning.
 
 Flushing: one flusher task takes the writer's buffer as a batch (on the loop, so the rows are handed over,
 never shared) every ``flush_interval_s`` or as soon as a batch is full, and commits it in a worker thread
