@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import pyarrow as pa
 
@@ -222,7 +222,7 @@ def _plain(
         return False
     if not all(type(t) is str for t in text) or not all(f is None or type(f) is str for f in finish):
         return False
-    joined = "\x00".join([*text, *(f for f in finish if f is not None)])
+    joined = "\x00".join(cast("list[str]", [*text, *(f for f in finish if f is not None)]))  # strings: checked
     if not joined.isascii():
         try:
             joined.encode()  # what ``encodable`` asks of each: a lone surrogate does not encode
