@@ -11,10 +11,11 @@ parts through ``commit``.
 A flush is two steps so that the slow one can run off the event loop: ``take`` hands the buffered rows over
 as a ``Batch`` (its part ID fixed once), and ``commit_batch`` writes it, from any one thread at a time.
 Committing the same batch again rewrites the same files, so a flush retried after a failed write can never
-store a row twice. A row that cannot be stored (an ill-typed or out-of-range value) never sinks its batch:
-the batch is bisected down to the bad rows, each becomes a failure of class ``store_error`` naming the bad
-columns, and the rest is committed. Every part carries page checksums and a digest of its key column
-(checked by ``runner.rundir.reader.read_part``).
+store a row twice. A reply may be buffered as a ``LazyRows`` item (``add_lazy``): its row is built only when its
+batch is committed, for the whole batch at once as Arrow columns, off the event loop. A row that cannot be
+stored (an ill-typed or out-of-range value) never sinks its batch: the batch is bisected down to the bad rows,
+each becomes a failure of class ``store_error`` naming the bad columns, and the rest is committed. Every part
+carries page checksums and a digest of its key column (checked by ``runner.rundir.reader.read_part``).
 
 One writer: the lock is an exclusive ``flock`` on the run directory itself (``.lock`` only records who holds
 it, and is also locked for older versions), so deleting ``.lock`` lets no second writer in. Every file is
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -50,12 +51,27 @@ from runner.rundir.lock import locked
 from runner.rundir.reader import DIGEST_KEY, KEY_COLUMNS, column, key_digest, read_manifest
 from runner.rundir.schema import PromptRow, ResponseRow, table
 
-__all__ = ["Batch", "Committed", "RunWriter", "now_iso", "store_error", "versions"]
+__all__ = ["Batch", "Committed", "LazyRows", "RunWriter", "now_iso", "store_error", "versions"]
 
 STORE_ERROR = "store_error"  # error_class of a row whose values the store cannot hold
 # What building an Arrow column raises on a bad value: ill-typed (TypeError/ArrowTypeError), out of range
 # (OverflowError/ArrowInvalid), not encodable (UnicodeEncodeError, a ValueError).
 _ROW_ERRORS = (pa.ArrowException, OverflowError, TypeError, ValueError)
+
+
+class LazyRows(Protocol):
+    """A reply buffered before its row is built (``RunWriter.add_lazy``): the writer builds the rows of a whole
+    batch of them at once when it commits the batch (``table``), or one by one (``row``) when that fails."""
+
+    def row(self) -> ResponseRow:
+        """The item's row, as ``table`` would hold it (``session`` unset)."""
+        ...
+
+    @staticmethod
+    def table(items: Sequence[Any], session: int | None) -> pa.Table:
+        """``items`` (all of this type) as a table of ``ResponseRow``'s schema, stamped with ``session``;
+        raises what building an Arrow column raises on a value the store cannot hold."""
+        ...
 
 
 @dataclass(slots=True)
@@ -66,9 +82,10 @@ class Batch:
     prompts: list[PromptRow]
     failed: list[ResponseRow]
     rows: list[ResponseRow]
+    lazy: list[LazyRows] = dataclasses.field(default_factory=list)  # replies whose rows are built at commit
 
     def __len__(self) -> int:
-        return len(self.failed) + len(self.rows)
+        return len(self.failed) + len(self.rows) + len(self.lazy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +115,7 @@ class RunWriter:
         self._lock = lock  # (the directory's fd, .lock's fd), both flocked; None for a secondary writer
         self._rows: list[ResponseRow] = []
         self._failed: list[ResponseRow] = []
+        self._lazy: list[LazyRows] = []
         self._prompts: list[PromptRow] = []
         self._seen_prompts = seen_prompts  # prompt hashes stored or buffered: each prompt is stored once
         self._next_part = 1 + max((part_number(n) for d in DATASETS for n in layout.parts(d)), default=0)
@@ -196,10 +214,15 @@ class RunWriter:
         row.session = self.session
         (self._failed if row.error_class is not None else self._rows).append(row)
 
+    def add_lazy(self, item: LazyRows) -> None:
+        """Buffer one reply whose row is built when its batch is committed (``LazyRows``): in bulk, in the
+        committing thread, stamped with this session's number."""
+        self._lazy.append(item)
+
     @property
     def buffered(self) -> int:
         """Outcomes buffered since the last flush."""
-        return len(self._rows) + len(self._failed)
+        return len(self._rows) + len(self._failed) + len(self._lazy)
 
     @property
     def full(self) -> bool:
@@ -213,8 +236,10 @@ class RunWriter:
             return None
         rows, self._rows = self._rows[: self.batch_rows], self._rows[self.batch_rows :]
         room = self.batch_rows - len(rows)
+        lazy, self._lazy = self._lazy[:room], self._lazy[room:]
+        room -= len(lazy)
         failed, self._failed = self._failed[:room], self._failed[room:]
-        batch = Batch(part_id(self._next_part, self.token), self._prompts, failed, rows)
+        batch = Batch(part_id(self._next_part, self.token), self._prompts, failed, rows, lazy)
         self._next_part += 1
         self._prompts = []
         return batch
@@ -224,6 +249,9 @@ class RunWriter:
         cannot hold become ``store_error`` failures. Raises ``OSError`` on a failed write: committing the same
         batch again is safe (it rewrites the same files)."""
         responses, bad = _storable(batch.rows, ResponseRow)
+        if batch.lazy:
+            lazy, lazy_bad = self._lazy_storable(batch.lazy)
+            responses, bad = pa.concat_tables([responses, lazy]) if batch.rows else lazy, bad + lazy_bad
         unstorable = tuple(_store_failure(row, columns) for row, columns in bad)
         if batch.prompts:
             self.commit("prompts", batch.part, _storable(batch.prompts, PromptRow, sanitize=True)[0])
@@ -234,6 +262,17 @@ class RunWriter:
             return Committed(batch.part, None, unstorable)
         self.commit("responses", batch.part, responses)
         return Committed(batch.part, responses, unstorable)
+
+    def _lazy_storable(self, items: list[LazyRows]) -> tuple[pa.Table, list[tuple[Any, list[str]]]]:
+        """``items`` as a table (``_storable``'s result): built in bulk, or, when a value stops that, row by row
+        and bisected down to the bad rows as any other rows are."""
+        try:
+            return type(items[0]).table(items, self.session), []  # one type of item per writer: the executor's
+        except _ROW_ERRORS:
+            rows = [item.row() for item in items]
+            for row in rows:
+                row.session = self.session
+            return _storable(rows, ResponseRow)
 
     def flush(self) -> tuple[str, pa.Table] | None:
         """Take and commit every buffered row on this thread (one part per ``batch_rows``); (part ID, table) of

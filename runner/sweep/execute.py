@@ -5,8 +5,9 @@ an ``asyncio_pool.AioPool`` of ``max_concurrency`` workers that take cells one a
 lazy plan iterator (stored cells skipped): at most ``max_concurrency`` cells per endpoint are in hand at
 once, whatever the plan's size, and no task is created per cell. A worker renders
 the prompt, then runs attempts under the retry policy; each attempt holds a slot of the endpoint's
-adaptive concurrency cap and a rate-limit charge. Every outcome becomes a row in the run directory's writer;
-``commit_batch`` (the session's) commits it. The executor knows neither prompts' wording nor answers' meaning.
+adaptive concurrency cap and a rate-limit charge. Every outcome goes to the run directory's writer: a failure
+as its row, a reply as it came (``Replied``: its row is built with its batch's, as Arrow columns, in the flush
+thread); ``commit_batch`` (the session's) commits it. The executor knows neither prompts' wording nor answers' meaning.
 
 Flushing: one flusher task takes the writer's buffer as a batch (on the loop, so the rows are handed over,
 never shared) every ``flush_interval_s`` or as soon as a batch is full, and commits it in a worker thread
@@ -43,13 +44,13 @@ from runner.rundir import Batch, Committed, RunWriter, store_error
 from runner.rundir.admissions import AdmissionLog
 from runner.survey.models import is_requested_model
 from runner.sweep.limits import AdaptiveConcurrency, RateLimiter, Ticket
-from runner.sweep.outcome import Outcome, now_us, response_row
+from runner.sweep.outcome import Outcome, Replied, now_us, response_row
 from runner.sweep.plan import PlannedCell
 from runner.sweep.progress import EndpointStats, Progress, RunStats
 from runner.sweep.providers import HttpCall, Provider, Reply, no_credentials_note, provider_for
 from runner.sweep.remaining import Unstored
 from runner.sweep.request import api_key_for, rendered, request_for
-from runner.sweep.retry import Attempt, RetryPolicy, attempting, call_with_retries
+from runner.sweep.retry import Attempt, RetryPolicy, Tried, attempting, call_with_retries
 from runner.sweep.spec import EndpointConfig
 from runner.sweep.transport import Transport, TransportFactory, aiohttp_transport, redact, send
 
@@ -290,18 +291,21 @@ class Executor:
                 first = self._settle(endpoint, await attempting(send(endpoint.transport, endpoint.provider, call)))
             finally:
                 gate.release()
-        charge = prompt.input_estimate + s.max_tokens
-        try:
-            tried = await call_with_retries(  # returns ``first`` at once unless it asks for a retry
-                functools.partial(self._attempt, endpoint, call, charge, s.max_tokens),
-                endpoint.policy,
-                sleep=endpoint.sleep,
-                on_retry=endpoint.on_retry,
-                rng=self.rng,
-                first=first,
-            )
-        except Interrupted:
-            return
+        if first is not None and first.error is None:  # a reply at once: nothing for the retry loop to decide
+            tried = Tried(first, 1)
+        else:
+            charge = prompt.input_estimate + s.max_tokens
+            try:
+                tried = await call_with_retries(  # returns ``first`` at once unless it asks for a retry
+                    functools.partial(self._attempt, endpoint, call, charge, s.max_tokens),
+                    endpoint.policy,
+                    sleep=endpoint.sleep,
+                    on_retry=endpoint.on_retry,
+                    rng=self.rng,
+                    first=first,
+                )
+            except Interrupted:
+                return
         last, error = tried.last, tried.last.error
         if error is None:
             reply = last.value
@@ -381,9 +385,13 @@ class Executor:
             self._note_capped_wait(endpoint, asked)
 
     def _store(self, cell: PlannedCell, prompt_hash: str, messages_json: str, outcome: Outcome) -> None:
-        """Buffer a cell's outcome (and its prompt) in the writer; commit when the buffer is full."""
+        """Buffer a cell's outcome (and its prompt) in the writer; commit when the buffer is full. A reply's row is
+        built with its batch's, in the flush thread (``Replied``); a failure's here."""
         self.writer.add_prompt(prompt_hash, messages_json)
-        self.writer.add(response_row(cell, prompt_hash, outcome))
+        if outcome.error is None:
+            self.writer.add_lazy(Replied(cell, prompt_hash, outcome))
+        else:
+            self.writer.add(response_row(cell, prompt_hash, outcome))
         if self.writer.full:
             self._flush_due.set()
 
@@ -446,6 +454,8 @@ class Executor:
 
     def _settle_fatal_streak(self, endpoint: Endpoint) -> None:
         """A streak too short to stop the endpoint: those were failures of their own cells; store them."""
+        if not endpoint.fatal_streak:  # the common case, once per stored cell
+            return
         streak, endpoint.fatal_streak = endpoint.fatal_streak, []
         for cell, prompt_hash, messages_json, outcome in streak:
             self.stats.failed += 1

@@ -43,7 +43,7 @@ class Sampling:
     draw: int | None = None  # distribution without log-probabilities: which of the K sampled replies (0-based)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen, never changed: one is made per cell sent, and a frozen __init__ costs ~3×
 class PlannedCell:
     """One request of the plan: key, endpoint, prompt design, sampling and the derived shuffle seed."""
 
