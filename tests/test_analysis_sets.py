@@ -176,6 +176,13 @@ def test_factor_tests_say_when_their_p_is_exact(units):
     ]
     at_least = sum(f >= row["permanova_f"] * (1 - 1e-9) for f in f_of)
     assert row["permanova_p"] == pytest.approx(at_least / 20, abs=1e-12)
+    assert row["p_min"] == pytest.approx(1 / 20) and row["note"] is None  # 0.05 is reachable, just
+    two_by_two = make_answers(5, countries=NINE[:1], seeds=2)
+    tiny = factor_tests(unit_array(two_by_two.lazy(), infer_design(two_by_two.columns)), points="seed").row(
+        0, named=True
+    )
+    assert (tiny["permutations"], tiny["p_min"]) == (5, pytest.approx(1 / 6))  # C(4, 2) = 6 splits
+    assert tiny["note"] == "cannot reach p < 0.05: smallest attainable p = 0.167"
     drawn = factor_tests(units, permutations=99, seed=1, points="seed").row(0, named=True)
     assert (drawn["exact"], drawn["permutations"]) == (False, 99)
 

@@ -37,6 +37,7 @@ import stats_core
 from runner.analyze.partition_design import Terms, admit_terms, join_note, level_codes, nested_within
 from runner.analyze.units import UnitArray
 from runner.score.indices import indices_from_means
+from runner.score.intervals import unreachable_note
 from stats_core.errors import InvalidInputError
 
 __all__ = ["PARTITION_COLUMNS", "partition_headline", "variance_partition"]
@@ -222,7 +223,7 @@ def _scope_rows(
             p = None
             note = join_note(note, f"permutations within {scope.blocks} leave it fixed: no p (R² only)")
         elif p_min > ALPHA:
-            note = join_note(note, f"cannot reach p < {ALPHA:g}: smallest attainable p = {p_min:.3g}")
+            note = join_note(note, unreachable_note(p_min, ALPHA))
         out.append(
             {
                 **base,

@@ -29,6 +29,7 @@ from runner.analyze.agreement import masked_mean
 from runner.analyze.units import UnitArray
 from runner.errors import InputError
 from runner.score.indices import indices_from_means
+from runner.score.intervals import unreachable_note
 from runner.survey.dimensions import DIMENSIONS
 from runner.survey.reference import ReferenceSet
 from runner.survey.vocab import QUESTIONS
@@ -455,8 +456,10 @@ def factor_tests(
                     "permdisp_p": float(pd_.pvalue),
                     "permutations": pm.permutations,  # relabellings counted: all but the observed one when exact
                     "exact": pm.exact,
+                    "p_min": 1.0 / (pm.permutations + 1),  # exact: one over the distinct relabellings
                     "blocks": blocks or "none",
                     "seed": seed,
+                    "note": unreachable_note(1.0 / (pm.permutations + 1)) or None,
                 }
             )
     schema = {
@@ -472,8 +475,10 @@ def factor_tests(
         "permdisp_p": pl.Float64,
         "permutations": pl.Int64,
         "exact": pl.Boolean,
+        "p_min": pl.Float64,
         "blocks": pl.String,
         "seed": pl.Int64,
+        "note": pl.String,
     }
     return pl.DataFrame(out, schema=schema)
 

@@ -200,6 +200,11 @@ def with_test(low: float, high: float, point: float, p: float, level: float) -> 
     return low, high
 
 
+def unreachable_note(p_min: float, alpha: float = 0.05) -> str:
+    """'' or the note that a test whose smallest attainable p is ``p_min`` cannot reach p < ``alpha``."""
+    return f"cannot reach p < {alpha:g}: smallest attainable p = {p_min:.3g}" if p_min > alpha else ""
+
+
 def design_note(p_min: float, level: float, countries: int) -> str:
     """What the design cannot show, decided from the design (its smallest attainable p, its number of countries),
     never from the data; '' when nothing."""
