@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,6 +35,9 @@ from runner.sweep.plan import (
     validate_plan,
 )
 from runner.sweep.spec import EndpointConfig, Spec, spec_from_dict
+
+if TYPE_CHECKING:
+    from runner.rundir import RunDir
 
 CHARS_PER_TOKEN = 4  # input-token estimate before the server reports usage
 BATCH_PRICE_FACTOR = 0.5  # provider batch APIs bill half the online price (OpenAI Batch, Anthropic Message Batches)
@@ -270,6 +273,24 @@ def endpoint_usage(responses: pa.Table, endpoint: str) -> tuple[int, int, int]:
         pc.sum(mine.column("input_tokens")).as_py() or 0,
         pc.sum(mine.column("output_tokens")).as_py() or 0,
     )
+
+
+def stored_usage(run_dir: str | Path | RunDir, endpoints: Sequence[str]) -> dict[str, tuple[int, int, int]]:
+    """Per endpoint in ``endpoints``: (stored responses, input tokens, output tokens) of run directory ``run_dir``.
+
+    Reads one responses part at a time, so memory stays bounded by a part (a batch), not by the run: a session's
+    close sums its run's spending this way at any run size (issue 28). It does not check that keys are unique
+    (``runner.rundir.unique_cells`` does: that needs every key at once).
+    """
+    from runner.rundir import part_pairs, read_part
+
+    totals = {name: [0, 0, 0] for name in endpoints}
+    for pair in part_pairs(run_dir):
+        part = read_part(pair.responses, ["endpoint", "input_tokens", "output_tokens"])
+        for name, sums in totals.items():
+            for i, value in enumerate(endpoint_usage(part, name)):
+                sums[i] += value
+    return {name: (rows, tokens_in, tokens_out) for name, (rows, tokens_in, tokens_out) in totals.items()}
 
 
 def failed_for_good(

@@ -9,8 +9,9 @@ Three ways to the same answer, cheapest first (``remaining_work``):
    arithmetic from their positions (``plan.cells_at``), lazily. Each cell made is checked against the file's key
    at its position. A file for another spec hash or fingerprint, of the wrong length, corrupt or failing the
    sample check is rebuilt (the reason goes in the session's manifest entry, ``plan_keys_rebuilt``).
-3. By walking (plans over ``PLAN_KEYS_MAX_CELLS`` cells, and ``--limit`` pilots of any plan): every selected
-   cell is made and filtered by set membership.
+3. By walking (nothing stored yet, plans over ``PLAN_KEYS_MAX_CELLS`` cells, and ``--limit`` pilots of any
+   plan): every selected cell is made and filtered by set membership. A first session thus never holds the plan's
+   keys (~40 bytes a cell for the whole session); a resume does, as the price of not walking the plan.
 
 All three give the same cells in the same order and the same ``already_stored`` / ``failed_before`` counts
 (tests/test_runner_resume_fast.py checks 2 and 3 against each other on random specs, selections and stores).
@@ -138,6 +139,10 @@ def remaining_work(spec: Spec, writer: RunWriter, retry_failed: bool, selection:
             nothing = [(e, Unstored((), already_stored=quota(e), known_empty=True)) for e in selection.endpoints]
             return Remaining(nothing, failed_only)
     failed_col = failed_col if not retry_failed else failed_col[:0]
+    if not len(done_col) and not len(failed_col):
+        # nothing stored (a first session): every selected cell is left, made as it is sent; the plan's keys (~40
+        # bytes a cell, held all session) are neither derived nor filed: memory follows the batch, not the plan
+        return _remaining_by_walk(spec, done_col, failed_col, selection)
     if selection.limit is not None and selection.cells < count_cells(spec):
         # a pilot (--limit): its cells are the first of each endpoint's plan, made as they are sent; the whole
         # plan's keys are neither derived nor filed, so its memory and time follow the pilot, not the plan

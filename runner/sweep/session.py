@@ -252,14 +252,13 @@ def token_bounds(spec: Spec, writer: RunWriter, progress: Progress) -> dict[str,
     The plan promises the bound (``runner.sweep.accounting.input_bound``); a reply past it (a tokenizer the bound does
     not cover) is noted, so a cost preview is never silently wrong.
     """
-    from runner.rundir.reader import read_dataset
-    from runner.sweep.accounting import endpoint_usage, estimate
+    from runner.sweep.accounting import estimate, stored_usage
 
-    used = read_dataset(writer.layout, "responses", ["endpoint", "input_tokens", "output_tokens"])
+    used = stored_usage(writer.layout, [e.name for e in spec.endpoints])  # part by part: bounded by a batch
     out = {}
     for endpoint in spec.endpoints:
         bound = estimate(spec, endpoint).input_bound
-        spent = endpoint_usage(used, endpoint.name)[1]
+        spent = used[endpoint.name][1]
         out[endpoint.name] = {"input_tokens": spent, "input_tokens_max": bound, "held": spent <= bound}
         if spent > bound:
             progress.note(
