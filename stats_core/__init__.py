@@ -11,6 +11,7 @@ plain numpy (no kernel, hence no ``backend``) and public so that every bootstrap
 from __future__ import annotations
 
 from stats_core._backend import BackendFallbackWarning, available, backend
+from stats_core._resample import log_relabellings
 from stats_core.bootstrap import bootstrap_indices, bootstrap_kendall_tau, percentile_interval
 from stats_core.cluster import davies_bouldin, mcd, silhouette, ss_h, ss_h_test
 from stats_core.distance import pdist, pdist_square, squareform
@@ -45,6 +46,7 @@ __all__ = [
     "bootstrap_kendall_tau",
     "davies_bouldin",
     "kendall_tau",
+    "log_relabellings",
     "mcd",
     "pdist",
     "pdist_square",

@@ -136,19 +136,42 @@ class Enumeration:
         return out
 
 
+def _members(n: int, blocks: Strata | None) -> tuple[np.ndarray, ...]:
+    """Per stratum of ``blocks`` (one stratum when None), the indices of its objects among n."""
+    order = blocks.order if blocks is not None else np.arange(n)
+    starts = blocks.starts if blocks is not None else np.array([0, n])
+    return tuple(order[starts[b] : starts[b + 1]] for b in range(len(starts) - 1))
+
+
+def log_relabellings(labels: object, strata: object = None) -> float:
+    """Natural log of the number of distinct relabellings of ``labels`` (n) moving only within ``strata`` (n block
+    labels, None: one block): Σ over blocks of log(n_s! / Π_k n_{s,k}!), from log-gamma sums (no huge integers)."""
+    try:
+        n = len(labels)  # type: ignore[arg-type]
+    except TypeError:
+        raise InvalidInputError("labels", f"expected a sequence of labels, got {type(labels).__name__}") from None
+    codes, _, _ = _validate.grouping("labels", labels, n, min_groups=1)
+    return _log_relabellings(codes, strata_layout(strata, n))
+
+
+def _log_relabellings(codes: np.ndarray, blocks: Strata | None) -> float:
+    """``log_relabellings`` of checked codes (n,) within laid-out ``blocks``."""
+    total = 0.0
+    for members in _members(codes.shape[0], blocks):
+        _, sizes = np.unique(codes[members], return_counts=True)
+        total += math.lgamma(len(members) + 1) - sum(math.lgamma(c + 1) for c in sizes.tolist())
+    return total
+
+
 def enumeration(codes: np.ndarray, blocks: Strata | None, limit: int) -> Enumeration | None:
     """Every distinct relabelling of ``codes`` (n,) within ``blocks``; None when more than ``limit`` besides the
     observed one (as permute's ``minperm``: enumerate when all fit) or when the strata's tables of arrangements
     would hold more than ``BLOCK_CELLS`` labels."""
-    n = codes.shape[0]
-    order = blocks.order if blocks is not None else np.arange(n)
-    starts = blocks.starts if blocks is not None else np.array([0, n])
-    members = tuple(order[starts[b] : starts[b + 1]] for b in range(len(starts) - 1))
-    counts = [np.unique(codes[m], return_counts=True) for m in members]
     # log of the count first: n! of a large design is a huge integer, and the answer there is always "too many"
-    log_total = sum(math.lgamma(sizes.sum() + 1) - sum(math.lgamma(c + 1) for c in sizes) for _, sizes in counts)
-    if log_total > math.log(limit + 1) + 1e-9:
+    if _log_relabellings(codes, blocks) > math.log(limit + 1) + 1e-9:
         return None
+    members = _members(codes.shape[0], blocks)
+    counts = [np.unique(codes[m], return_counts=True) for m in members]
     # multinomial coefficients as products of binomials (no factorial of a long stratum)
     per_stratum = [
         math.prod(math.comb(int(c), int(k)) for c, k in zip(np.cumsum(z), z, strict=True)) for _, z in counts

@@ -1,7 +1,9 @@
 """Exact permutation p-values (``stats_core._resample.relabellings``): where every distinct relabelling fits in
 the permutations asked for, PERMANOVA, PERMDISP and SS_h visit each once, and p equals a brute-force count over
 all assignments written here independently (itertools over every permutation of the objects within strata,
-statistics from their textbook formulas), on every backend; above that limit the seeded Monte Carlo draws stay."""
+statistics from their textbook formulas), on every backend; above that limit the seeded Monte Carlo draws stay.
+``stats_core.log_relabellings`` (the count both the rule and the analysis's p_min use) is checked against the same
+brute force, scipy's gammaln and the exact integer."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import math
 import numpy as np
 import pytest
 import scipy.spatial.distance as ssd
+import scipy.special
 import scipy.stats
 
 import stats_core
@@ -207,3 +210,40 @@ def test_enumeration_is_bounded_by_the_permutations_asked_for_and_by_its_tables_
     # within strata the tables are per stratum: 2,000 strata of (0, 1) give 2^2000 relabellings, drawn
     pairs = np.tile(np.array([0, 1], np.int32), 2000)
     assert _resample.relabellings(pairs, 10**6, _resample.strata_layout(np.repeat(np.arange(2000), 2), 4000))[1] is None
+
+
+# (labels, strata) whose relabellings are counted by brute force: DESIGNS, then designs no permutation test takes
+# (a single group, a single object, text labels in text strata with a stratum holding one group)
+COUNTED = {
+    **DESIGNS,
+    "single-group": ([7, 7, 7, 7, 7], None),
+    "one-element": (["a"], None),
+    "text": (["x", "y", "y", "x", "z", "y", "y"], ["s", "t", "s", "t", "s", "u", "u"]),
+}
+
+
+@pytest.mark.parametrize("name", list(COUNTED))
+def test_log_relabellings_is_the_log_of_the_brute_force_count_of_distinct_relabellings(name):
+    labels, strata = COUNTED[name]
+    count = len(_assignments(np.array(labels), None if strata is None else np.array(strata)))
+    assert math.exp(stats_core.log_relabellings(labels, strata)) == pytest.approx(count, rel=1e-12)
+
+
+def test_log_relabellings_of_a_large_design_is_the_log_multinomial_within_strata():
+    rng = np.random.default_rng(11)
+    strata = rng.choice(3, size=200_000, p=[0.6, 0.3, 0.1])
+    labels = rng.choice(5, size=200_000, p=[0.4, 0.3, 0.2, 0.07, 0.03])
+    cells = np.bincount(strata * 5 + labels, minlength=15).reshape(3, 5)
+    expected = scipy.special.gammaln(cells.sum(axis=1) + 1).sum() - scipy.special.gammaln(cells + 1).sum()
+    assert stats_core.log_relabellings(labels, strata) == pytest.approx(expected, rel=1e-12)
+    # a medium one against the exact integer: the multinomial as a product of binomials, its log taken exactly
+    small = labels[:3000]
+    sizes = np.bincount(small)
+    exact = math.prod(math.comb(int(c), int(k)) for c, k in zip(np.cumsum(sizes), sizes, strict=True))
+    assert stats_core.log_relabellings(small) == pytest.approx(math.log(exact), rel=1e-13)
+
+
+@pytest.mark.parametrize(("labels", "strata"), [(3, None), ([], None), ([0, 1, 1], [0, 0]), ([[0, 1], [1, 0]], None)])
+def test_log_relabellings_refuses_what_is_not_one_label_per_object(labels, strata):
+    with pytest.raises(stats_core.InvalidInputError):
+        stats_core.log_relabellings(labels, strata)

@@ -115,16 +115,6 @@ def _standardised(x: np.ndarray) -> np.ndarray:
     return (x[:, keep] - x[:, keep].mean(axis=0)) / sd[keep]
 
 
-def _arrangements_log(codes: np.ndarray, strata: np.ndarray | None) -> float:
-    """log of the number of distinct relabellings of a term's levels among the profiles (within strata)."""
-    groups = [codes] if strata is None else [codes[strata == s] for s in np.unique(strata)]
-    total = 0.0
-    for g in groups:
-        _, counts = np.unique(g, return_counts=True)
-        total += math.lgamma(len(g) + 1) - sum(math.lgamma(m + 1) for m in counts)
-    return total
-
-
 def variance_partition(
     units: UnitArray, *, permutations: int = 999, seed: int = 0, max_profiles: int = MAX_PROFILES
 ) -> pl.DataFrame:
@@ -217,7 +207,7 @@ def _scope_rows(
         margin, sequential = results["margin"][f"t{i}"], results["terms"][f"t{i}"]
         note = term.note
         # the smallest p: one over the permutations run, or over the term's distinct relabellings if fewer
-        p_min = max(1.0 / (perms + 1), math.exp(-min(_arrangements_log(term.codes, blocks), 700.0)))
+        p_min = max(1.0 / (perms + 1), math.exp(-min(stats_core.log_relabellings(term.codes, blocks), 700.0)))
         p = _finite(margin["p_value"])
         if blocks is not None and nested_within(blocks, term.codes):  # every block holds one level: constant
             p = None

@@ -442,6 +442,7 @@ def factor_tests(
             dist = stats_core.pdist(x)
             pm = stats_core.permanova(dist, labels, permutations, seed, strata=strata)
             pd_ = stats_core.permdisp(dist, labels, permutations, seed, strata=strata)
+            p_min = 1.0 / (pm.permutations + 1)  # exact: one over the distinct relabellings
             out.append(
                 {
                     "factor": factor,
@@ -456,10 +457,10 @@ def factor_tests(
                     "permdisp_p": float(pd_.pvalue),
                     "permutations": pm.permutations,  # relabellings counted: all but the observed one when exact
                     "exact": pm.exact,
-                    "p_min": 1.0 / (pm.permutations + 1),  # exact: one over the distinct relabellings
+                    "p_min": p_min,
                     "blocks": blocks or "none",
                     "seed": seed,
-                    "note": unreachable_note(1.0 / (pm.permutations + 1)) or None,
+                    "note": unreachable_note(p_min) or None,
                 }
             )
     schema = {
