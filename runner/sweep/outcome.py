@@ -125,9 +125,9 @@ class Replied(NamedTuple):
         values are spread over its rows by index (``_spread``); only the per-reply columns are converted value
         by value."""
         cells, hashes, outcomes = zip(*items, strict=True)
-        key, endpoint, prompt, sampling, template, shuffle = zip(*map(_CELL, cells), strict=True)
-        reply, latency, attempts, status, started, finished = zip(*map(_OUTCOME, outcomes), strict=True)
-        replies = zip(*map(_REPLY, reply), strict=True)
+        key, endpoint, prompt, sampling, template, shuffle = _fields(cells, _CELL)
+        reply, latency, attempts, status, started, finished = _fields(outcomes, _OUTCOME)
+        replies = _fields(reply, _REPLY)
         text, finish, input_tokens, output_tokens, top, warnings, cache, replica, served, fingerprint = replies
         if not _plain(text, finish, input_tokens, output_tokens, top, warnings):
             rows = [response_row(*item) for item in items]
@@ -229,25 +229,37 @@ def _sampling_columns(samplings: list[Any]) -> dict[str, Sequence[object]]:
     }
 
 
-# One C call per item gives the fields ``Replied.table`` reads from it, in the order it unpacks them.
-_CELL = attrgetter("key", "endpoint", "prompt", "sampling", "template_hash", "shuffle_seed")
+def _fields(objects: Sequence[object], getters: tuple[attrgetter[Any], ...]) -> list[list[Any]]:
+    """Each getter's values over ``objects``, one list per getter: a C loop per field, and no tuple per object
+    (which a single getter of all fields makes, and the cyclic GC then scans)."""
+    return [list(map(getter, objects)) for getter in getters]
+
+
+# The fields ``Replied.table`` reads from an item, in the order it unpacks them.
+_CELL = tuple(map(attrgetter, ("key", "endpoint", "prompt", "sampling", "template_hash", "shuffle_seed")))
+_OUTCOME = tuple(map(attrgetter, ("reply", "latency_s", "attempts", "http_status", "started_at_us", "finished_at_us")))
+_REPLY = tuple(
+    map(
+        attrgetter,
+        (
+            "text",
+            "finish_reason",
+            "input_tokens",
+            "output_tokens",
+            "top_logprobs",
+            "warnings",
+            "cache_origin",
+            "replica",
+            "served_model",
+            "system_fingerprint",
+        ),
+    )
+)
+# ... and from each distinct endpoint, prompt, framing and sampling: one C call per object.
 _ENDPOINT = attrgetter("name", "provider", "model")
 _PROMPT = attrgetter("language", "mode", "questions", "option_order", "reply_format", "labels", "framing")
 _FRAMING = attrgetter("kind", "country", "age", "gender")
 _SAMPLING = attrgetter("seed", "temperature", "top_p", "max_tokens", "constraint", "measurement", "draw")
-_OUTCOME = attrgetter("reply", "latency_s", "attempts", "http_status", "started_at_us", "finished_at_us")
-_REPLY = attrgetter(
-    "text",
-    "finish_reason",
-    "input_tokens",
-    "output_tokens",
-    "top_logprobs",
-    "warnings",
-    "cache_origin",
-    "replica",
-    "served_model",
-    "system_fingerprint",
-)
 
 
 def _plain(
