@@ -179,15 +179,16 @@ def _array(
 
 def _spread(
     objects: Sequence[object], columns_of: Callable[[list[Any]], dict[str, Sequence[object]]]
-) -> dict[str, pa.ChunkedArray]:
+) -> dict[str, pa.Array]:
     """The columns ``columns_of`` gives for ``objects``, one row per object: each distinct object (by identity;
     all of them are alive, so no two share an id) is converted once, then taken into place by index."""
     ids = np.fromiter(map(id, objects), np.uint64, len(objects))
     _, first, indices = np.unique(ids, return_index=True, return_inverse=True)
     columns = columns_of([objects[i] for i in first.tolist()])
-    arrays = [pa.array(values, type=RESPONSE_SCHEMA.field(name).type) for name, values in columns.items()]
-    spread = pa.Table.from_arrays(arrays, names=list(columns)).take(indices)  # one call: each take costs ~20 µs
-    return dict(zip(spread.column_names, spread.columns, strict=True))
+    # one conversion and one take for all the columns (as a struct): each call costs ~5-20 µs whatever its size
+    struct = pa.struct([RESPONSE_SCHEMA.field(name) for name in columns])
+    distinct = pa.array(list(zip(*columns.values(), strict=True)), type=struct)
+    return dict(zip(columns, distinct.take(indices).flatten(), strict=True))
 
 
 def _endpoint_columns(endpoints: list[Any]) -> dict[str, Sequence[object]]:
