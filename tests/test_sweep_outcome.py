@@ -121,3 +121,134 @@ def test_writer_commits_lazy_replies_and_bisects_an_unstorable_one(tmp_path: Pat
     assert set(stored.column("session").to_pylist()) == {1}
     failures = read_dataset(tmp_path / "run", "failures", ["cell_key"])
     assert failures.column("cell_key").to_pylist() == [bad_cell.key]
+
+
+# Two specs whose cells mix in one batch: two endpoints (two providers), both modes, personas and identities (null
+# and set age / gender / country), shuffled orders (a shuffle seed per cell), letter labels, sampling grids.
+MIXED = """
+[run]
+name = "mixed"
+seed = 11
+
+[[endpoints]]
+name = "a"
+provider = "openai"
+base_url = "http://127.0.0.1:9/v1"
+model = "m-a"
+
+[[endpoints]]
+name = "b"
+provider = "anthropic"
+base_url = "http://127.0.0.1:9/v1"
+model = "m-b"
+
+[design]
+mode = ["item", "survey"]
+languages = ["en", "zh"]
+personas = ["Germany", "Japan"]
+identities = { countries = ["Brazil"], genders = ["female", "male"], ages = [25, 65] }
+shuffle_options = true
+seeds = [1, 2]
+temperature = [0.0, 0.7]
+"""
+LETTERS = """
+[run]
+name = "letters"
+
+[[endpoints]]
+name = "c"
+provider = "openai"
+base_url = "http://127.0.0.1:9/v1"
+model = "m-c"
+
+[design]
+mode = ["item"]
+option_labels = ["digits", "letters"]
+option_order = ["given", "reversed"]
+seeds = [5]
+temperature = [1.0]
+top_p = [0.9, 1.0]
+max_tokens = 64
+"""
+TEXTS = ["3", "Ich wähle 2.", "我选择 4", "", "B", "(c) because…", "1\n2\n3\n4\n5", "نعم 5", "maybe 2, or 1"]
+
+
+def _mixed_items(size: int, seed: int) -> list[Replied]:
+    """``size`` plain replies to cells drawn at random (with repeats, out of plan order) from both specs, a
+    few of them made again with equal but distinct prompt and sampling objects; texts, finish reasons, token
+    counts, statuses and markers vary, some null."""
+    import dataclasses
+    import random
+
+    rng = random.Random(seed)
+    pool = [*iter_cells(parse_spec(MIXED)), *iter_cells(parse_spec(LETTERS))]
+    items = []
+    for i in range(size):
+        cell = rng.choice(pool)
+        if rng.random() < 0.1:  # the same values in other objects: spread by identity, stored by value
+            prompt = dataclasses.replace(cell.prompt)
+            cell = dataclasses.replace(cell, prompt=prompt, sampling=dataclasses.replace(cell.sampling))
+        reply = Reply(
+            rng.choice(TEXTS),
+            rng.choice(["stop", "length", None, "content_filter"]),
+            rng.choice([None, 0, 17, 2**63 - 1]),
+            rng.choice([None, 1, 5]),
+            cache_origin=rng.choice([None, '{"run_id": "r", "run_name": "ünï"}']),
+            replica=rng.choice([None, "http://127.0.0.1:2/v1"]),
+            served_model=rng.choice([None, "m-a-2024", "模型"]),
+            system_fingerprint=rng.choice([None, "fp_1"]),
+        )
+        latency = rng.choice([None, 0.5 * i])
+        status = rng.choice([None, 200])
+        items.append(
+            Replied(cell, f"{rng.getrandbits(64):016x}", Outcome(reply, None, 1 + i % 4, latency, status, i, i + 3))
+        )
+    return items
+
+
+@pytest.mark.parametrize("size", [1, 100, 1000])
+def test_bulk_table_of_a_batch_mixing_endpoints_prompts_and_samplings_equals_the_rows_built_one_by_one(
+    size: int,
+) -> None:
+    items = _mixed_items(size, seed=size)
+    bulk = Replied.table(items, 2)
+    expected = _row_by_row(items, 2)
+    assert bulk.schema == expected.schema
+    assert bulk.equals(expected)
+    assert bulk.to_pylist() == expected.to_pylist()  # value for value, as Python reads them back
+    if size > 1:  # the batch mixes what the bulk build converts once per distinct object
+        for column in ("endpoint", "mode", "option_labels", "age", "temperature", "top_p", "response_text"):
+            assert len(set(bulk.column(column).to_pylist())) > 1, column
+
+
+def test_bulk_table_of_one_object_repeated_at_every_row_equals_the_rows_built_one_by_one() -> None:
+    (item,) = _mixed_items(1, seed=3)
+    items = [item] * 300
+    assert Replied.table(items, None).equals(_row_by_row(items, None))
+
+
+def test_committed_bulk_replies_read_back_as_the_rows_built_one_by_one(tmp_path: Path) -> None:
+    import polars as pl
+
+    from runner.rundir.layout import RunDir
+    from runner.rundir.reader import read_part
+    from runner.sweep.session import build_manifest
+
+    items = _mixed_items(1000, seed=9)
+    with RunWriter.open_run(tmp_path / "run", build_manifest(parse_spec(SPEC)), batch_rows=1000) as writer:
+        writer.session = 1
+        for item in items:
+            writer.add_lazy(item)
+        batch = writer.take()
+        assert batch is not None
+        committed = writer.commit_batch(batch)
+    assert committed.unstorable == ()
+    expected = _row_by_row(items, 1)
+    (part,) = RunDir(tmp_path / "run").parts("responses")
+    path = RunDir(tmp_path / "run").part("responses", part)
+    stored = read_part(path, key_column="cell_key")  # the part itself: the random draw repeats cells
+    assert stored.select(expected.column_names).equals(expected)
+    # any Parquet reader reads the part as pyarrow does (the analysis reads parts with polars)
+    assert pl.read_parquet(path).select(["cell_key", "response_text", "age", "questions"]).to_dicts() == (
+        expected.select(["cell_key", "response_text", "age", "questions"]).to_pylist()
+    )

@@ -31,8 +31,16 @@ def parse_part(writer: RunWriter, n: str, responses: pa.Table | None = None, par
         have = part_columns(path)  # parts stored before the distribution measurement lack its columns
         extra = [c for c in (*PARSE_COLUMNS[len(CELL_COLUMNS) :], *DISTRIBUTION_COLUMNS) if c in have]
         responses = read_part(path, [*CELL_COLUMNS, *extra], "cell_key")
-    answers = with_distributions(answers_table(responses, parser), responses)
-    writer.commit("answers", n, with_verbalized(answers, responses))
+    answers = answers_table(responses, parser)
+    # each pass below leaves a part without its measurement as it is; asked once here, not by each (a sweep's part)
+    measured = (
+        set(responses.column("measurement").unique().to_pylist()) if "measurement" in responses.column_names else set()
+    )
+    if "distribution" in measured:
+        answers = with_distributions(answers, responses)
+    if "verbalized" in measured:
+        answers = with_verbalized(answers, responses)
+    writer.commit("answers", n, answers)
 
 
 def update_answers(writer: RunWriter, parser: Parser = CURRENT) -> int:

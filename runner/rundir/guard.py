@@ -42,7 +42,7 @@ __all__ = [
 _TEMP = re.compile(r"^([0-9a-f]{8}-.+|(responses|failures|prompts|answers)-part-\d+\.parquet|.+-manifest\.json)$")
 
 
-def _foreign(path: Path, mode: int) -> RunDirError:
+def _foreign(path: Path | str, mode: int) -> RunDirError:
     what = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file or folder"
     return RunDirError(
         f"{path}: is {what}; hofcat does not follow links or open special files inside a run directory "
@@ -50,10 +50,19 @@ def _foreign(path: Path, mode: int) -> RunDirError:
     )
 
 
-def _below(root: Path, path: Path) -> list[Path]:
-    """The paths from ``root``'s first child down to ``path`` (``path`` must lie under ``root``)."""
-    rel = path.relative_to(root)
-    return [root.joinpath(*rel.parts[: i + 1]) for i in range(len(rel.parts))]
+def _below(root: Path, path: Path) -> list[str]:
+    """The paths from ``root``'s first child down to ``path`` (``path`` must lie under ``root``), as strings:
+    cut from ``path``'s own text (pathlib's ``relative_to`` and ``joinpath`` cost ~0.1 ms per commit)."""
+    top, end = str(root), str(path)
+    head = top if top.endswith(os.sep) else top + os.sep
+    if not end.startswith(head):  # ``path`` is ``root``, lies elsewhere, or ``root`` is "." : pathlib decides
+        rel = path.relative_to(root)
+        return [str(root.joinpath(*rel.parts[: i + 1])) for i in range(len(rel.parts))]
+    steps, at = [], head
+    for part in end[len(head) :].split(os.sep):
+        steps.append(at + part)
+        at += part + os.sep
+    return steps
 
 
 def checked(root: Path, path: Path, *, file: bool = True) -> Path:

@@ -248,10 +248,11 @@ class RunWriter:
         """Commit a batch as part ``batch.part`` of prompts, failures, responses (in that order); rows the store
         cannot hold become ``store_error`` failures. Raises ``OSError`` on a failed write: committing the same
         batch again is safe (it rewrites the same files)."""
-        responses, bad = _storable(batch.rows, ResponseRow)
+        # (no empty table of 45 columns built for a sweep's batch, which holds lazy replies only: ~0.3 ms)
+        responses, bad = _storable(batch.rows, ResponseRow) if batch.rows or not batch.lazy else (None, [])
         if batch.lazy:
             lazy, lazy_bad = self._lazy_storable(batch.lazy)
-            responses, bad = pa.concat_tables([responses, lazy]) if batch.rows else lazy, bad + lazy_bad
+            responses, bad = lazy if responses is None else pa.concat_tables([responses, lazy]), bad + lazy_bad
         unstorable = tuple(_store_failure(row, columns) for row, columns in bad)
         if batch.prompts:
             self.commit("prompts", batch.part, _storable(batch.prompts, PromptRow, sanitize=True)[0])
@@ -292,7 +293,9 @@ class RunWriter:
                 {**(data.schema.metadata or {}), DIGEST_KEY: key_digest(data.column(key)).encode()}
             )
         with self._atomic(self.layout.part(dataset, part)) as tmp:
-            pq.write_table(data, tmp, compression="zstd", write_page_checksum=True)
+            # no dictionary pages: a part of a few thousand rows is smaller without them under zstd (42 vs 47 kB
+            # per 1,000 responses) and each costs a compressed page per column (-30% CPU per part)
+            pq.write_table(data, tmp, compression="zstd", use_dictionary=False, write_page_checksum=True)
 
     # --- the manifest ----------------------------------------------------------------------------------
 

@@ -4,11 +4,12 @@ at once as Arrow columns (``Replied.table``, built when the batch is committed, 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
+import numpy as np
 import pyarrow as pa
 
 from runner.errors import RequestError
@@ -118,46 +119,30 @@ class Replied(NamedTuple):
     def table(items: Sequence[Replied], session: int | None) -> pa.Table:
         """The rows of ``items`` (``response_row``'s, stamped with ``session``) as one table, built column by
         column; a batch holding a reply the reply boundary would change (a warning, a lone surrogate, a token
-        count out of range, log-probabilities) is built row by row through ``response_row`` instead."""
+        count out of range, log-probabilities) is built row by row through ``response_row`` instead.
+
+        A batch repeats a few endpoints, prompts and samplings: each distinct one is converted once and its
+        values are spread over its rows by index (``_spread``); only the per-reply columns are converted value
+        by value."""
         cells, hashes, outcomes = zip(*items, strict=True)
-        key, endpoint, prompt, sampling, template, shuffle = zip(*map(_CELL, cells), strict=True)
-        name, provider, model = zip(*map(_ENDPOINT, endpoint), strict=True)
-        language, mode, questions, option_order, reply_format, labels, framing = zip(*map(_PROMPT, prompt), strict=True)
-        kind, country, age, gender = zip(*map(_FRAMING, framing), strict=True)
-        sampled = zip(*map(_SAMPLING, sampling), strict=True)
-        seed, temperature, top_p, max_tokens, constraint, measurement, draw = sampled
-        reply, latency, attempts, status, started, finished = zip(*map(_OUTCOME, outcomes), strict=True)
-        replies = zip(*map(_REPLY, reply), strict=True)
+        key, endpoint, prompt, sampling, template, shuffle = _fields(cells, _CELL)
+        reply, latency, attempts, status, started, finished = _fields(outcomes, _OUTCOME)
+        replies = _fields(reply, _REPLY)
         text, finish, input_tokens, output_tokens, top, warnings, cache, replica, served, fingerprint = replies
         if not _plain(text, finish, input_tokens, output_tokens, top, warnings):
             rows = [response_row(*item) for item in items]
             for row in rows:
                 row.session = session
             return table(rows, ResponseRow)
-        nulls = (None,) * len(items)
-        columns = {
+        n = len(items)
+        columns: dict[str, Sequence[object] | pa.Array | pa.ChunkedArray] = {
+            **_spread(endpoint, _endpoint_columns),
+            **_spread(prompt, _prompt_columns),
+            **_spread(sampling, _sampling_columns),
             "cell_key": key,
-            "endpoint": name,
-            "provider": provider,
-            "model": model,
-            "language": language,
-            "mode": mode,
-            "questions": questions,
-            "question": [q[0] if m == "item" else None for q, m in zip(questions, mode, strict=True)],
-            "framing": kind,
-            "country": country,
-            "age": age,
-            "gender": gender,
-            "option_order": option_order,
-            "reply_format": reply_format,
             "template_hash": template,
             "prompt_hash": hashes,
             "shuffle_seed": shuffle,
-            "seed": seed,
-            "temperature": temperature,
-            "top_p": top_p,
-            "max_tokens": max_tokens,
-            "constraint": constraint,
             "response_text": text,
             "finish_reason": finish,
             "input_tokens": input_tokens,
@@ -165,46 +150,119 @@ class Replied(NamedTuple):
             "latency_s": latency,
             "attempts": attempts,
             "http_status": status,
-            "error_class": nulls,
-            "error_message": nulls,
             "started_at": started,
             "finished_at": finished,
-            "measurement": measurement,
-            "draw": draw,
-            "top_logprobs": nulls,
-            "option_labels": labels,
-            "reply_warnings": nulls,
-            "batch_id": nulls,
             "served_model": served,
             "system_fingerprint": fingerprint,
-            "session": (session,) * len(items),
+            "session": pa.repeat(pa.scalar(session, RESPONSE_SCHEMA.field("session").type), n),
             "cache_origin": cache,
             "replica": replica,
-            "logprobs_sampled": nulls,
         }
-        arrays = [pa.array(columns[f.name], type=f.type) for f in RESPONSE_SCHEMA]
+        columns.update(zip(_NULLS.names, pa.nulls(n, _NULLS).flatten(), strict=True))  # one call, not six
+        arrays = [_array(columns[f.name], f.type) for f in RESPONSE_SCHEMA]
         return pa.Table.from_arrays(arrays, schema=RESPONSE_SCHEMA)
 
 
-# One C call per item gives the fields ``Replied.table`` reads from it, in the order it unpacks them.
-_CELL = attrgetter("key", "endpoint", "prompt", "sampling", "template_hash", "shuffle_seed")
+# What a plain reply stores as null whatever it holds (``_plain``: no error, no log-probabilities, no warnings).
+_NULLS = pa.struct(
+    [
+        RESPONSE_SCHEMA.field(name)
+        for name in ("error_class", "error_message", "top_logprobs", "reply_warnings", "batch_id", "logprobs_sampled")
+    ]
+)
+
+
+def _array(
+    values: Sequence[object] | pa.Array | pa.ChunkedArray, arrow_type: pa.DataType
+) -> pa.Array | pa.ChunkedArray:
+    """``values`` as an Arrow array of ``arrow_type`` (already one: as it is)."""
+    return values if isinstance(values, pa.Array | pa.ChunkedArray) else pa.array(values, type=arrow_type)
+
+
+def _spread(
+    objects: Sequence[object], columns_of: Callable[[list[Any]], dict[str, Sequence[object]]]
+) -> dict[str, pa.Array]:
+    """The columns ``columns_of`` gives for ``objects``, one row per object: each distinct object (by identity;
+    all of them are alive, so no two share an id) is converted once, then taken into place by index."""
+    ids = np.fromiter(map(id, objects), np.uint64, len(objects))
+    _, first, indices = np.unique(ids, return_index=True, return_inverse=True)
+    columns = columns_of([objects[i] for i in first.tolist()])
+    # one conversion and one take for all the columns (as a struct): each call costs ~5-20 µs whatever its size
+    struct = pa.struct([RESPONSE_SCHEMA.field(name) for name in columns])
+    distinct = pa.array(list(zip(*columns.values(), strict=True)), type=struct)
+    return dict(zip(columns, distinct.take(indices).flatten(), strict=True))
+
+
+def _endpoint_columns(endpoints: list[Any]) -> dict[str, Sequence[object]]:
+    """The stored columns of distinct endpoints."""
+    name, provider, model = zip(*map(_ENDPOINT, endpoints), strict=True)
+    return {"endpoint": name, "provider": provider, "model": model}
+
+
+def _prompt_columns(prompts: list[Any]) -> dict[str, Sequence[object]]:
+    """The stored columns of distinct prompts (``response_row``'s: the single question in item mode only)."""
+    language, mode, questions, option_order, reply_format, labels, framing = zip(*map(_PROMPT, prompts), strict=True)
+    kind, country, age, gender = zip(*map(_FRAMING, framing), strict=True)
+    return {
+        "language": language,
+        "mode": mode,
+        "questions": questions,
+        "question": [q[0] if m == "item" else None for q, m in zip(questions, mode, strict=True)],
+        "framing": kind,
+        "country": country,
+        "age": age,
+        "gender": gender,
+        "option_order": option_order,
+        "reply_format": reply_format,
+        "option_labels": labels,
+    }
+
+
+def _sampling_columns(samplings: list[Any]) -> dict[str, Sequence[object]]:
+    """The stored columns of distinct samplings."""
+    seed, temperature, top_p, max_tokens, constraint, measurement, draw = zip(*map(_SAMPLING, samplings), strict=True)
+    return {
+        "seed": seed,
+        "temperature": temperature,
+        "top_p": top_p,
+        "max_tokens": max_tokens,
+        "constraint": constraint,
+        "measurement": measurement,
+        "draw": draw,
+    }
+
+
+def _fields(objects: Sequence[object], getters: tuple[attrgetter[Any], ...]) -> list[list[Any]]:
+    """Each getter's values over ``objects``, one list per getter: a C loop per field, and no tuple per object
+    (which a single getter of all fields makes, and the cyclic GC then scans)."""
+    return [list(map(getter, objects)) for getter in getters]
+
+
+# The fields ``Replied.table`` reads from an item, in the order it unpacks them.
+_CELL = tuple(map(attrgetter, ("key", "endpoint", "prompt", "sampling", "template_hash", "shuffle_seed")))
+_OUTCOME = tuple(map(attrgetter, ("reply", "latency_s", "attempts", "http_status", "started_at_us", "finished_at_us")))
+_REPLY = tuple(
+    map(
+        attrgetter,
+        (
+            "text",
+            "finish_reason",
+            "input_tokens",
+            "output_tokens",
+            "top_logprobs",
+            "warnings",
+            "cache_origin",
+            "replica",
+            "served_model",
+            "system_fingerprint",
+        ),
+    )
+)
+# ... and from each distinct endpoint, prompt, framing and sampling: one C call per object.
 _ENDPOINT = attrgetter("name", "provider", "model")
 _PROMPT = attrgetter("language", "mode", "questions", "option_order", "reply_format", "labels", "framing")
 _FRAMING = attrgetter("kind", "country", "age", "gender")
 _SAMPLING = attrgetter("seed", "temperature", "top_p", "max_tokens", "constraint", "measurement", "draw")
-_OUTCOME = attrgetter("reply", "latency_s", "attempts", "http_status", "started_at_us", "finished_at_us")
-_REPLY = attrgetter(
-    "text",
-    "finish_reason",
-    "input_tokens",
-    "output_tokens",
-    "top_logprobs",
-    "warnings",
-    "cache_origin",
-    "replica",
-    "served_model",
-    "system_fingerprint",
-)
 
 
 def _plain(
@@ -220,12 +278,23 @@ def _plain(
     token counts null or integers in [0, 2**63)."""
     if any(warnings) or top.count(None) != len(top):
         return False
-    if not all(type(t) is str for t in text) or not all(f is None or type(f) is str for f in finish):
+    finish_types = {*map(type, finish)}  # a set of the types: one C pass instead of a generator per value
+    if not {*map(type, text)} <= {str} or not finish_types <= {str, _NONE}:
         return False
-    joined = "\x00".join(cast("list[str]", [*text, *(f for f in finish if f is not None)]))  # strings: checked
+    finishes = [f for f in finish if f is not None] if _NONE in finish_types else finish
+    joined = "\x00".join(cast("list[str]", [*text, *finishes]))  # strings: checked
     if not joined.isascii():
         try:
             joined.encode()  # what ``encodable`` asks of each: a lone surrogate does not encode
         except UnicodeEncodeError:
             return False
-    return all(n is None or (type(n) is int and 0 <= n <= INT64_MAX) for n in (*input_tokens, *output_tokens))
+    counts = [*input_tokens, *output_tokens]
+    count_types = {*map(type, counts)}  # int, not bool or another subclass (``checked_count`` nulls those)
+    if not count_types <= {int, _NONE}:
+        return False
+    if _NONE in count_types:
+        counts = [n for n in counts if n is not None]
+    return not counts or (min(cast("list[int]", counts)) >= 0 and max(cast("list[int]", counts)) <= INT64_MAX)
+
+
+_NONE = type(None)
