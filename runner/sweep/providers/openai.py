@@ -9,7 +9,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from runner.survey.constrained import constrained_request_fields
-from runner.sweep.providers import ChatRequest, HttpCall, Reply, json_headers, shape_error, text_reply
+from runner.sweep.providers import ChatRequest, HttpCall, Reply, json_headers, plain_reply, shape_error, text_reply
 from runner.sweep.providers.logprobs import openai_request_fields, openai_top_logprobs
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ class OpenAIProvider:
 
     def call(self, base_url: str, api_key: str | None, request: ChatRequest) -> HttpCall:
         """The chat-completions request; the key goes in a Bearer header."""
-        headers = json_headers(api_key, "Authorization", "Bearer ")
+        headers = _headers(api_key)
         body: dict[str, Any] = {
             "model": request.model,
             "messages": request.messages,
@@ -50,7 +50,7 @@ class OpenAIProvider:
             else:
                 tail = _json_tail({k: v for k, v in body.items() if k not in ("model", "messages")})
             data = f'{{"model":{_json_string(request.model)},"messages":{request.messages_json},{tail}'.encode()
-        return HttpCall(f"{base_url}/chat/completions", headers, body, data, secret=api_key)
+        return HttpCall(_url(base_url), headers, body, data, api_key)
 
     def reply(self, body: Any) -> Reply:
         """Text of the first choice (its refusal text when content is null), finish reason and usage.
@@ -65,6 +65,17 @@ class OpenAIProvider:
             raise shape_error(self.name, body, "choices[0].message") from None
         if not isinstance(message, dict):
             raise shape_error(self.name, body, "a choices[0].message object")
+        usage = body.get("usage")
+        if type(usage) is dict and type(choice) is dict and not choice.get("logprobs"):  # the common reply at once
+            plain = plain_reply(
+                body,
+                message.get("content"),
+                choice.get("finish_reason"),
+                usage.get("prompt_tokens"),
+                usage.get("completion_tokens"),
+            )
+            if plain is not None:
+                return plain
         texts, warnings = _content_texts(message)
         reply = text_reply(
             self.name,
@@ -96,6 +107,19 @@ def _sampling_json(max_tokens_field: str, temperature: float, top_p: float, max_
     if seed is not None:
         fields["seed"] = seed
     return _json_tail(fields)
+
+
+@lru_cache(maxsize=64)
+def _headers(api_key: str | None) -> dict[str, str]:
+    """The request headers for ``api_key``: made once per key and shared by its calls (nothing changes them: the
+    transport and the wrapping providers copy)."""
+    return json_headers(api_key, "Authorization", "Bearer ")
+
+
+@lru_cache(maxsize=64)
+def _url(base_url: str) -> str:
+    """The chat-completions URL under ``base_url``."""
+    return f"{base_url}/chat/completions"
 
 
 @lru_cache(maxsize=64)
