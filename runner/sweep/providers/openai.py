@@ -48,8 +48,8 @@ class OpenAIProvider:
                     self.max_tokens_field, request.temperature, request.top_p, request.max_tokens, request.seed
                 )
             else:
-                tail = _json_tail({k: v for k, v in body.items() if k not in ("model", "messages")})
-            data = f'{{"model":{_json_string(request.model)},"messages":{request.messages_json},{tail}'.encode()
+                tail = _json_tail({k: v for k, v in body.items() if k not in ("model", "messages")}).encode()
+            data = _body_head(request.model, request.messages_json) + tail
         return HttpCall(_url(base_url), headers, body, data, api_key)
 
     def reply(self, body: Any) -> Reply:
@@ -100,13 +100,19 @@ def _json_tail(fields: dict[str, Any]) -> str:
 
 
 @lru_cache(maxsize=4096, typed=True)  # typed: 1 and 1.0 serialize differently
-def _sampling_json(max_tokens_field: str, temperature: float, top_p: float, max_tokens: int, seed: int | None) -> str:
-    """The body's tail for plain sampling (the fields ``call`` puts after the messages, in its order): a
-    sweep repeats few combinations, so each is serialized once, not once per request."""
+def _sampling_json(max_tokens_field: str, temperature: float, top_p: float, max_tokens: int, seed: int | None) -> bytes:
+    """The body's tail for plain sampling (the fields ``call`` puts after the messages, in its order), UTF-8:
+    a sweep repeats few combinations, so each is serialized once, not once per request."""
     fields: dict[str, Any] = {"temperature": temperature, "top_p": top_p, max_tokens_field: max_tokens}
     if seed is not None:
         fields["seed"] = seed
-    return _json_tail(fields)
+    return _json_tail(fields).encode()
+
+
+@lru_cache(maxsize=8192)  # a prompt's JSON comes from ``rendered``'s cache: one object, its hash kept
+def _body_head(model: str, messages_json: str) -> bytes:
+    """The body up to its sampling fields (model and messages), UTF-8: encoded once per prompt, not per request."""
+    return f'{{"model":{_json_string(model)},"messages":{messages_json},'.encode()
 
 
 @lru_cache(maxsize=64)
