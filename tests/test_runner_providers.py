@@ -194,3 +194,64 @@ def test_anthropic_omits_top_p_at_its_default_and_gemini_maps_assistant_turns() 
     gemini = get_provider("gemini").call("http://h", None, ChatRequest("g", messages, 1, 0.0, 1.0, 5))
     assert [c["role"] for c in gemini.body["contents"]] == ["user", "model", "user"]
     assert json.dumps(gemini.body).count('"s"') == 1  # the system text only in systemInstruction
+
+
+_ABSENT = object()  # a field left out of the body
+_ODD = [None, -1, 2**63, 2**63 - 1, 0, True, 1.0, "7", 10**40]
+_LABELS = [None, "gpt-4o", "", "é-model", "x" * 256, "x" * 257, 7, "\ud800"]
+
+
+def _bodies() -> list[dict[str, object]]:
+    """OpenAI chat completions whose fields vary one at a time over what servers send and what they should not."""
+    base = {
+        "model": "sim-1",
+        "choices": [{"message": {"content": "3"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 1},
+    }
+    bodies: list[dict[str, object]] = [base]
+
+    def varied(**change: object) -> dict[str, object]:
+        body = json.loads(json.dumps(base))
+        for path, value in change.items():
+            where = body
+            *parents, leaf = path.split("__")
+            for key in parents:
+                where = where[int(key)] if isinstance(where, list) else where[key]
+            if value is _ABSENT:
+                where.pop(leaf, None)
+            else:
+                where[leaf] = value
+        return body
+
+    bodies += [varied(choices__0__message__content=text) for text in ["", "Antwort: 3 ✓", "\ud800 lone", "x" * 5000]]
+    bodies += [varied(choices__0__finish_reason=finish) for finish in [None, "length", "stöp", 5, _ABSENT]]
+    for count in _ODD:
+        bodies.append(varied(usage__prompt_tokens=count))
+        bodies.append(varied(usage__completion_tokens=count))
+    for label in _LABELS:
+        bodies.append(varied(model=label))
+        bodies.append(varied(system_fingerprint=label))
+    bodies += [varied(usage=_ABSENT), varied(usage=[1]), varied(model=_ABSENT), varied(modelVersion="gemini-x")]
+    return bodies
+
+
+@pytest.mark.parametrize("body", _bodies(), ids=lambda b: json.dumps(b, default=str)[-60:])
+def test_the_common_reply_read_at_once_equals_every_field_checked(body: dict[str, object]) -> None:
+    """OpenAI's ``reply`` reads the common reply in one pass of checks (``plain_reply``); whatever it returns
+    equals what the field-by-field checks make of the same body (reached here by splitting the text in two)."""
+    from runner.sweep.providers import text_reply
+
+    choice = body["choices"][0]  # type: ignore[index]
+    text = choice["message"]["content"]
+    checked = text_reply(
+        "openai",
+        body,
+        [text[:1], text[1:]],  # two pieces: the path that checks each field and joins the texts
+        "a string choices[0].message.content",
+        choice.get("finish_reason"),
+        "usage",
+        "prompt_tokens",
+        ("completion_tokens",),
+        [],
+    )
+    assert get_provider("openai").reply(body) == checked

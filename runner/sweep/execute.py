@@ -36,6 +36,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 from asyncio_pool import AioPool
 
@@ -49,10 +50,10 @@ from runner.sweep.plan import PlannedCell
 from runner.sweep.progress import EndpointStats, Progress, RunStats
 from runner.sweep.providers import HttpCall, Provider, Reply, no_credentials_note, provider_for
 from runner.sweep.remaining import Unstored
-from runner.sweep.request import api_key_for, rendered, request_for
-from runner.sweep.retry import Attempt, RetryPolicy, Tried, attempting, call_with_retries
+from runner.sweep.request import Rendered, api_key_for, rendered, request_for
+from runner.sweep.retry import Attempt, RetryPolicy, attempting, call_with_retries
 from runner.sweep.spec import EndpointConfig
-from runner.sweep.transport import Transport, TransportFactory, aiohttp_transport, redact, send
+from runner.sweep.transport import Transport, TransportFactory, aiohttp_transport, redact, reply_of, send
 
 FLUSH_RETRY_WAITS_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # waits between attempts at one flush (~31 s in all)
 # Statuses that say the endpoint itself is wrong (key, permission, model name): a streak of them stops it, as
@@ -239,25 +240,15 @@ class Executor:
         return endpoint
 
     async def _produce(self, endpoint: Endpoint, cells: Iterable[PlannedCell]) -> None:
-        """Fill the endpoint's pool with ``max_concurrency`` workers that take cells from one lazy iterator.
+        """Fill the endpoint's pool with ``max_concurrency`` workers (``_work``) that take cells from one lazy
+        iterator.
 
         ``Unstored`` cells (``runner.sweep.remaining``) count the stored cells they skip: the endpoint's
         ``already_stored`` is read from them as they go (its own ETA)."""
         shared = iter(cells)  # next() never awaits: each cell goes to exactly one worker
         skips = shared if isinstance(shared, Unstored) else None
-
-        async def worker() -> None:
-            for cell in shared:
-                if skips is not None:
-                    endpoint.stats.already_stored = skips.already_stored
-                if endpoint.stopped is not None:
-                    break
-                await self._do_cell(endpoint, cell)
-                if self._stop.is_set() or self._bug is not None or endpoint.stopped is not None:
-                    break
-
         for _ in range(endpoint.config.max_concurrency):
-            future = await endpoint.pool.spawn(worker())
+            future = await endpoint.pool.spawn(self._work(endpoint, shared, skips))
             future.add_done_callback(self._note_bug)
         await endpoint.pool.join()
         if skips is not None:
@@ -274,66 +265,123 @@ class Executor:
             self._bug = exc
             self._stop.set()
 
-    async def _do_cell(self, endpoint: Endpoint, cell: PlannedCell) -> None:
-        """Send one cell under the retry policy and store its outcome (or hold it in a fatal streak, or leave it
-        unstored when a stop cut its retries short).
+    async def _work(self, endpoint: Endpoint, cells: Iterator[PlannedCell], skips: Unstored | None) -> None:
+        """One worker of ``endpoint``'s pool: sends the cells it takes from the shared iterator until it ends or
+        the run, the endpoint or a defect stops it; stores each outcome (``_replied``, ``_retried``).
 
-        The lean path: a cell admitted at once (a free slot of the cap, no rate limit to charge, no stop) is sent
-        here, one request; only when that attempt asks for a retry does the retry loop take over from it."""
-        prompt = rendered(cell.prompt, cell.sampling.measurement)
+        The hot path, per cell: its request rendered, a free slot of the cap taken at once, the transport
+        awaited right here (no coroutine between this loop and aiohttp's), the reply decoded and buffered.
+        A cell not admitted at once (a rate limit to charge, no free slot, a stop) and an attempt that fails
+        go to the retry loop (``_retried``), which goes on from that attempt."""
+        config, provider, transport, gate, writer = (
+            endpoint.config,
+            endpoint.provider,
+            endpoint.transport,
+            endpoint.gate,
+            self.writer,
+        )
+        lean, stop = endpoint.limiter.unlimited, self._stop
+        for cell in cells:
+            if skips is not None:
+                endpoint.stats.already_stored = skips.already_stored
+            if endpoint.stopped is not None:
+                break
+            prompt = rendered(cell.prompt, cell.sampling.measurement)
+            call = provider.call(config.base_url, endpoint.api_key, request_for(cell, prompt))
+            started = now_us()
+            first = None  # the attempt made here, when it failed: the retry loop goes on from it
+            if lean and not stop.is_set() and gate.try_acquire():  # an unlimited limiter holds no ticket to charge
+                t0 = time.monotonic()
+                try:
+                    reply = reply_of(provider, await transport.send(call), call.secret)
+                except RequestError as exc:
+                    first = self._settle(endpoint, Attempt(None, exc, time.monotonic() - t0))
+                else:
+                    latency = time.monotonic() - t0
+                    gate.on_success()  # what ``_settle`` does for a reply (no ticket to release)
+                    endpoint.streak = 0
+                finally:
+                    gate.release()
+                if first is None:
+                    self._replied(endpoint, cell, prompt, reply, 1, latency, started)
+                else:
+                    await self._retried(endpoint, cell, prompt, call, started, first)
+            else:
+                await self._retried(endpoint, cell, prompt, call, started, None)
+            if writer.buffered >= 2 * writer.batch_rows:  # the flusher is behind: wait for it
+                await self.flush()
+            if stop.is_set() or self._bug is not None or endpoint.stopped is not None:
+                break
+
+    async def _retried(
+        self,
+        endpoint: Endpoint,
+        cell: PlannedCell,
+        prompt: Rendered,
+        call: HttpCall,
+        started: int,
+        first: Attempt[Reply] | None,
+    ) -> None:
+        """Send ``call`` under the retry policy (going on from ``first``, the worker's failed attempt, if any) and
+        store how it ended; or hold it in a fatal streak, or leave it unstored when a stop cut its retries short.
+        ``started``: when the cell's first attempt began (µs since the epoch)."""
         s = cell.sampling
-        call = endpoint.provider.call(endpoint.config.base_url, endpoint.api_key, request_for(cell, prompt))
-        started = now_us()
-        first = None
-        gate = endpoint.gate
-        if endpoint.limiter.unlimited and not self._stopping(endpoint) and gate.try_acquire():
-            try:
-                first = self._settle(endpoint, await attempting(send(endpoint.transport, endpoint.provider, call)))
-            finally:
-                gate.release()
-        if first is not None and first.error is None:  # a reply at once: nothing for the retry loop to decide
-            tried = Tried(first, 1)
-        else:
-            charge = prompt.input_estimate + s.max_tokens
-            try:
-                tried = await call_with_retries(  # returns ``first`` at once unless it asks for a retry
-                    functools.partial(self._attempt, endpoint, call, charge, s.max_tokens),
-                    endpoint.policy,
-                    sleep=endpoint.sleep,
-                    on_retry=endpoint.on_retry,
-                    rng=self.rng,
-                    first=first,
-                )
-            except Interrupted:
-                return
+        try:
+            tried = await call_with_retries(  # returns ``first`` at once unless it asks for a retry
+                functools.partial(self._attempt, endpoint, call, prompt.input_estimate + s.max_tokens, s.max_tokens),
+                endpoint.policy,
+                sleep=endpoint.sleep,
+                on_retry=endpoint.on_retry,
+                rng=self.rng,
+                first=first,
+            )
+        except Interrupted:
+            return
         last, error = tried.last, tried.last.error
         if error is None:
-            reply = last.value
-            if not self._served_as_asked(endpoint, reply):
-                return  # another model answered: the endpoint is stopped, the cell stays unsent
-            outcome = Outcome(reply, None, tried.attempts, last.latency_s, 200, started, now_us())
-            self.stats.done += 1
-            endpoint.stats.done += 1
-            self.stats.input_tokens += reply.input_tokens or 0
-            self.stats.output_tokens += reply.output_tokens or 0
-        else:
-            if (
-                (self._stop.is_set() or endpoint.stopped is not None)
-                and isinstance(error, RetryableError)
-                and tried.attempts <= endpoint.policy.max_retries
-            ):
-                return  # retries were cut short by the run's or the endpoint's stop: leave the cell for the next run
-            error.args = (self._redact(str(error)),)
-            outcome = Outcome(None, error, tried.attempts, last.latency_s, error.status, started, now_us())
-            if endpoint_fatal(error):  # held until the streak ends: the endpoint's failure, maybe not the cell's
-                self._hold(endpoint, (cell, prompt.prompt_hash, prompt.messages_json, outcome))
-                return
-            self.stats.failed += 1
-            endpoint.stats.failed += 1
+            reply = cast(Reply, last.value)
+            self._replied(endpoint, cell, prompt, reply, tried.attempts, last.latency_s, started)
+            return
+        if (
+            (self._stop.is_set() or endpoint.stopped is not None)
+            and isinstance(error, RetryableError)
+            and tried.attempts <= endpoint.policy.max_retries
+        ):
+            return  # retries were cut short by the run's or the endpoint's stop: leave the cell for the next run
+        error.args = (self._redact(str(error)),)
+        outcome = Outcome(None, error, tried.attempts, last.latency_s, error.status, started, now_us())
+        if endpoint_fatal(error):  # held until the streak ends: the endpoint's failure, maybe not the cell's
+            self._hold(endpoint, (cell, prompt.prompt_hash, prompt.messages_json, outcome))
+            return
+        self.stats.failed += 1
+        endpoint.stats.failed += 1
         self._settle_fatal_streak(endpoint)  # any other outcome breaks a streak: those were the cells' own
         self._store(cell, prompt.prompt_hash, prompt.messages_json, outcome)
-        if self.writer.buffered >= 2 * self.writer.batch_rows:  # the flusher is behind: wait for it
-            await self.flush()
+
+    def _replied(
+        self,
+        endpoint: Endpoint,
+        cell: PlannedCell,
+        prompt: Rendered,
+        reply: Reply,
+        attempts: int,
+        latency_s: float | None,
+        started: int,
+    ) -> None:
+        """A reply ended the cell after ``attempts``: counted and buffered for storage, any fatal streak before it
+        settled; unless another model than the one asked for answered (``_served_as_asked``): then the endpoint
+        is stopped and the cell stays unsent."""
+        if reply.served_model is not None and not self._served_as_asked(endpoint, reply.served_model):
+            return
+        stats = self.stats
+        stats.done += 1
+        endpoint.stats.done += 1
+        stats.input_tokens += reply.input_tokens or 0
+        stats.output_tokens += reply.output_tokens or 0
+        if endpoint.fatal_streak:  # a reply breaks a streak: those were failures of their own cells
+            self._settle_fatal_streak(endpoint)
+        outcome = Outcome(reply, None, attempts, latency_s, 200, started, now_us())
+        self._store(cell, prompt.prompt_hash, prompt.messages_json, outcome)
 
     async def _attempt(self, endpoint: Endpoint, call: HttpCall, charge: int, reserve: int) -> Attempt[Reply]:
         """One attempt at ``call``: a slot of the endpoint's concurrency cap, a rate-limit charge of ``charge``
@@ -435,14 +483,16 @@ class Executor:
         endpoint.stats.stopped = True
         self.progress.note(endpoint.stopped)
 
-    def _served_as_asked(self, endpoint: Endpoint, reply: Reply) -> bool:
-        """Whether the reply's model is the one the spec asked for (``runner.survey.models``; a reply that names
-        none passes); counts it. Another model stops the endpoint: the model asked for is the model measured."""
-        served, config = reply.served_model, endpoint.config
-        if served is None or is_requested_model(config.model, served, config.served_models):
-            if served is not None:
-                counts = self.stats.served_models.setdefault(config.name, {})
-                counts[served] = counts.get(served, 0) + 1
+    def _served_as_asked(self, endpoint: Endpoint, served: str) -> bool:
+        """Whether ``served``, the model a reply names, is the one the spec asked for (``runner.survey.models``);
+        counts it. Another model stops the endpoint: the model asked for is the model measured."""
+        config = endpoint.config
+        counts = self.stats.served_models.get(config.name)
+        if counts is not None and served in counts:  # accepted before (only accepted models are counted)
+            counts[served] += 1
+            return True
+        if is_requested_model(config.model, served, config.served_models):
+            self.stats.served_models.setdefault(config.name, {})[served] = 1
             return True
         if endpoint.stopped is None:
             self._stop_endpoint(

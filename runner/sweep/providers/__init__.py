@@ -191,14 +191,18 @@ def text_reply(
     that counts thinking apart lists both). Ill-typed or impossible fields become None with a warning, added to
     ``warnings`` (the provider's own); nothing else is changed.
     """
-    if len(texts) == 1 and type(texts[0]) is str:  # the common reply: one text, nothing to check or join
+    usage = body.get(usage_key)
+    if not warnings and len(texts) == 1 and len(output_keys) == 1 and type(usage) is dict:
+        plain = plain_reply(body, texts[0], finish_reason, usage.get(input_key), usage.get(output_keys[0]))
+        if plain is not None:  # the common reply: every field fits its column as it is
+            return plain
+    if len(texts) == 1 and type(texts[0]) is str:  # one text, nothing to join
         joined = texts[0]
     elif all(isinstance(t, str) for t in texts):
         joined = "".join(texts)
     else:
         raise shape_error(provider, body, what)
     notes = list(warnings) if warnings else []
-    usage = body.get(usage_key)
     usage = usage if isinstance(usage, dict) else {}
     input_tokens = token_count(usage, input_key, notes)
     before = len(notes)
@@ -226,6 +230,24 @@ def text_reply(
 
 
 LABEL_MAX = 256  # characters of a model name or fingerprint kept (a longer one is not a label)
+
+
+def plain_reply(body: dict[str, Any], text: Any, finish: Any, input_tokens: Any, output_tokens: Any) -> Reply | None:
+    """The ``Reply`` ``text_reply`` makes when nothing needs its checks' notes: ASCII strings (a finish reason,
+    model and fingerprint may be null), token counts null or in [0, 2**63), labels within ``LABEL_MAX``; else
+    None. One pass of C checks instead of one helper per field, for the reply nearly every server sends."""
+    served, fingerprint = body.get("model"), body.get("system_fingerprint")
+    if (
+        type(text) is str
+        and (finish is None or type(finish) is str)
+        and (type(served) is str and len(served) <= LABEL_MAX)  # absent: another provider's key (label_of)
+        and (fingerprint is None or (type(fingerprint) is str and len(fingerprint) <= LABEL_MAX))
+        and (input_tokens is None or (type(input_tokens) is int and 0 <= input_tokens <= INT64_MAX))
+        and (output_tokens is None or (type(output_tokens) is int and 0 <= output_tokens <= INT64_MAX))
+        and "".join((text, finish or "", served, fingerprint or "")).isascii()
+    ):
+        return Reply(text, finish, input_tokens, output_tokens, served_model=served, system_fingerprint=fingerprint)
+    return None
 
 
 def label_of(body: dict[str, Any], keys: tuple[str, ...], warnings: list[str]) -> str | None:

@@ -9,7 +9,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from runner.survey.constrained import constrained_request_fields
-from runner.sweep.providers import ChatRequest, HttpCall, Reply, json_headers, shape_error, text_reply
+from runner.sweep.providers import ChatRequest, HttpCall, Reply, json_headers, plain_reply, shape_error, text_reply
 from runner.sweep.providers.logprobs import openai_request_fields, openai_top_logprobs
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ class OpenAIProvider:
 
     def call(self, base_url: str, api_key: str | None, request: ChatRequest) -> HttpCall:
         """The chat-completions request; the key goes in a Bearer header."""
-        headers = json_headers(api_key, "Authorization", "Bearer ")
+        headers = _headers(api_key)
         body: dict[str, Any] = {
             "model": request.model,
             "messages": request.messages,
@@ -48,9 +48,9 @@ class OpenAIProvider:
                     self.max_tokens_field, request.temperature, request.top_p, request.max_tokens, request.seed
                 )
             else:
-                tail = _json_tail({k: v for k, v in body.items() if k not in ("model", "messages")})
-            data = f'{{"model":{_json_string(request.model)},"messages":{request.messages_json},{tail}'.encode()
-        return HttpCall(f"{base_url}/chat/completions", headers, body, data, secret=api_key)
+                tail = _json_tail({k: v for k, v in body.items() if k not in ("model", "messages")}).encode()
+            data = _body_head(request.model, request.messages_json) + tail
+        return HttpCall(_url(base_url), headers, body, data, api_key)
 
     def reply(self, body: Any) -> Reply:
         """Text of the first choice (its refusal text when content is null), finish reason and usage.
@@ -65,6 +65,17 @@ class OpenAIProvider:
             raise shape_error(self.name, body, "choices[0].message") from None
         if not isinstance(message, dict):
             raise shape_error(self.name, body, "a choices[0].message object")
+        usage = body.get("usage")
+        if type(usage) is dict and type(choice) is dict and not choice.get("logprobs"):  # the common reply at once
+            plain = plain_reply(
+                body,
+                message.get("content"),
+                choice.get("finish_reason"),
+                usage.get("prompt_tokens"),
+                usage.get("completion_tokens"),
+            )
+            if plain is not None:
+                return plain
         texts, warnings = _content_texts(message)
         reply = text_reply(
             self.name,
@@ -89,13 +100,32 @@ def _json_tail(fields: dict[str, Any]) -> str:
 
 
 @lru_cache(maxsize=4096, typed=True)  # typed: 1 and 1.0 serialize differently
-def _sampling_json(max_tokens_field: str, temperature: float, top_p: float, max_tokens: int, seed: int | None) -> str:
-    """The body's tail for plain sampling (the fields ``call`` puts after the messages, in its order): a
-    sweep repeats few combinations, so each is serialized once, not once per request."""
+def _sampling_json(max_tokens_field: str, temperature: float, top_p: float, max_tokens: int, seed: int | None) -> bytes:
+    """The body's tail for plain sampling (the fields ``call`` puts after the messages, in its order), UTF-8:
+    a sweep repeats few combinations, so each is serialized once, not once per request."""
     fields: dict[str, Any] = {"temperature": temperature, "top_p": top_p, max_tokens_field: max_tokens}
     if seed is not None:
         fields["seed"] = seed
-    return _json_tail(fields)
+    return _json_tail(fields).encode()
+
+
+@lru_cache(maxsize=8192)  # a prompt's JSON comes from ``rendered``'s cache: one object, its hash kept
+def _body_head(model: str, messages_json: str) -> bytes:
+    """The body up to its sampling fields (model and messages), UTF-8: encoded once per prompt, not per request."""
+    return f'{{"model":{_json_string(model)},"messages":{messages_json},'.encode()
+
+
+@lru_cache(maxsize=64)
+def _headers(api_key: str | None) -> dict[str, str]:
+    """The request headers for ``api_key``: made once per key and shared by its calls (nothing changes them: the
+    transport and the wrapping providers copy)."""
+    return json_headers(api_key, "Authorization", "Bearer ")
+
+
+@lru_cache(maxsize=64)
+def _url(base_url: str) -> str:
+    """The chat-completions URL under ``base_url``."""
+    return f"{base_url}/chat/completions"
 
 
 @lru_cache(maxsize=64)

@@ -1,0 +1,155 @@
+"""Instructions per request: hofcat's runner next to the bare aiohttp loop, counted by callgrind (load-proof).
+
+    python -m benches.runner_instructions [--cells 816 2856] [--parts]
+
+Wall and CPU time on a shared two-core machine drift by ±20 % between identical runs (``benches.runner_peer``
+takes medians of alternating rounds for that reason). An instruction count does not: each arm runs under
+``valgrind --tool=callgrind`` (every thread of the process counted) against ``benches.runner_peer``'s canned
+loopback server (its own process, native speed, never the bottleneck), at two plan sizes; the difference of
+the two totals over the difference of the request counts is the cost of one more request, start-up and
+imports cancelled. Arms:
+
+- ``bare``: ``benches.runner_peer.bare_loop`` (one session, ``concurrency`` workers, ``json.loads``, append);
+- ``sweep``: ``run_sweep`` of ``benches.runner_peer.spec_text``'s spec (plan, keys, request bodies, limits,
+  retries, Parquet parts, the parse stage).
+
+``--parts`` adds the sweep taken apart: ``sweep-no-parse`` (the parse stage skipped), ``sweep-no-flush``
+(nothing committed: the flush thread's cost is what it removes) and ``loop-only`` (no flush and a transport
+that answers at once: hofcat's own work per cell on the event loop, with no HTTP at all). Repeated counts
+differ by ~1-3 % (how many replies one event-loop turn finds ready varies); a change smaller than that needs
+several runs. Each count takes about a minute; callgrind runs the client ~50× slower than native.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ARMS = ("bare", "sweep")
+PARTS = ("sweep-no-parse", "sweep-no-flush", "loop-only")
+CONCURRENCY = 64
+
+
+def arm(name: str, base_url: str, cells: int) -> None:
+    """Run one arm in this process (the callgrind child): ``cells`` requests, nothing printed."""
+    from benches.runner_peer import REPLY, bare_loop, spec_text
+
+    if name == "bare":  # its bodies made by the parent, as ``benches.runner_peer``'s bare arm gets them
+        bodies = Path(os.environ["HOFCAT_INSTR_BODIES"]).read_bytes().splitlines()
+        asyncio.run(bare_loop(f"{base_url}/chat/completions", bodies, CONCURRENCY))
+        return
+    from runner.rundir import Committed
+    from runner.sweep import cellsweep
+    from runner.sweep.session import run_sweep
+    from runner.sweep.spec import parse_spec
+    from runner.sweep.transport import RawReply
+
+    if name == "sweep-no-parse":
+        cellsweep.parse_part = lambda *args, **kwargs: None  # type: ignore[assignment]
+    if name in ("sweep-no-flush", "loop-only"):
+        cellsweep.CellSweep.commit_batch = lambda self, batch: Committed(batch.part, None, ())  # type: ignore[method-assign]
+    options = {}
+    if name == "loop-only":
+
+        class Instant:
+            async def send(self, call: object) -> RawReply:
+                return RawReply(200, REPLY, {})
+
+            async def close(self) -> None:
+                pass
+
+        options["transport_factory"] = lambda config: Instant()
+    with tempfile.TemporaryDirectory(prefix="hofcat-instr-") as tmp:
+        spec = parse_spec(spec_text(base_url, cells, CONCURRENCY))
+        run_sweep(spec, Path(tmp) / "run", live=False, log_every_s=3600, **options)
+
+
+def planned(cells: int) -> int:
+    """How many requests ``spec_text(cells)`` plans (the bare arm sends as many)."""
+    from benches.runner_peer import spec_text
+    from runner.sweep.plan import iter_cells
+    from runner.sweep.spec import parse_spec
+
+    return sum(1 for _ in iter_cells(parse_spec(spec_text("http://127.0.0.1:9", cells, CONCURRENCY))))
+
+
+def instructions(name: str, base_url: str, cells: int, where: Path) -> int:
+    """Instructions the whole ``name`` arm process executed (all threads), by callgrind."""
+    from benches.runner_peer import write_bodies
+
+    out = where / f"{name}.{cells}.cg"
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        f"--callgrind-out-file={out}",
+        sys.executable,
+        "-m",
+        "benches.runner_instructions",
+        "arm",
+        name,
+        base_url,
+        str(cells),
+    ]
+    bodies = where / f"bodies.{cells}"
+    if name == "bare" and not bodies.exists():
+        write_bodies(base_url, cells, CONCURRENCY, bodies)
+    env = {**os.environ, "HOFCAT_INSTR_BODIES": str(bodies)}
+    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    if done.returncode:
+        raise RuntimeError(f"arm {name} at {cells} cells failed ({done.returncode}): {done.stderr[-2000:]}")
+    for line in out.read_text(errors="replace").splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise RuntimeError(f"{out}: no instruction total")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command")
+    a = sub.add_parser("arm")
+    a.add_argument("name", choices=ARMS + PARTS)
+    a.add_argument("base_url")
+    a.add_argument("cells", type=int)
+    parser.add_argument("--cells", type=int, nargs=2, default=[816, 2856], help="the two plan sizes (default 816 2856)")
+    parser.add_argument("--parts", action="store_true", help="also the sweep taken apart (see above)")
+    args = parser.parse_args()
+    if args.command == "arm":
+        arm(args.name, args.base_url, args.cells)
+        return
+    if shutil.which("valgrind") is None:
+        sys.exit("runner_instructions: valgrind is not installed (apt install valgrind)")
+    small, large = (planned(n) for n in args.cells)
+    server = subprocess.Popen([sys.executable, "-m", "benches.runner_peer", "serve"], stdout=subprocess.PIPE, text=True)
+    try:
+        os.sched_setaffinity(server.pid, {0})
+        base_url = f"http://127.0.0.1:{int(server.stdout.readline())}/v1"  # type: ignore[union-attr]
+        counts = {}
+        with tempfile.TemporaryDirectory(prefix="hofcat-instr-") as tmp:
+            for name in ARMS + (PARTS if args.parts else ()):
+                low, high = (instructions(name, base_url, n, Path(tmp)) for n in args.cells)
+                counts[name] = (high - low) / (large - small)
+        per = {name: round(count) for name, count in counts.items()}
+        print(
+            json.dumps(
+                {
+                    "requests": [small, large],
+                    "instructions_per_request": per,
+                    "bare_over_sweep": round(counts["bare"] / counts["sweep"], 3),
+                    "load_1m": os.getloadavg()[0],
+                }
+            )
+        )
+    finally:
+        server.kill()
+        server.wait()
+
+
+if __name__ == "__main__":
+    main()
