@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,7 +106,7 @@ def read_part(path: Path, columns: Iterable[str] | None = None, key_column: str 
     cols = None if columns is None else list(columns)
     try:
         # ParquetFile, not read_table: read_table imports pyarrow.dataset, and with it pandas (~0.3 s at start-up)
-        with _open(path) as fh, pq.ParquetFile(fh, page_checksum_verification=True) as part:
+        with pq.ParquetFile(pa.BufferReader(_bytes_of(path)), page_checksum_verification=True) as part:
             data = part.read(columns=cols)
     except _PARQUET_ERRORS as exc:
         raise _unreadable(path, exc, "Parquet") from None
@@ -134,6 +135,23 @@ def part_footer(path: Path) -> tuple[dict[bytes, bytes], int]:
 def _open(path: Path):
     """A part opened for reading: no link or special file at it or its folder (its run directory is two up)."""
     return open_read(path.parent.parent, path)
+
+
+def _bytes_of(path: Path, root: Path | None = None) -> pa.Buffer:
+    """A part's bytes in a buffer Arrow owns, opened as ``open_read`` does under ``root`` (default: two folders up).
+
+    Why not hand Arrow the Python file: its reader threads would then call back into Python and hold Python
+    objects, and one still releasing such an object as the interpreter exits is killed by CPython mid C++ frame,
+    which aborts the process ("terminate called without an active exception", exit -6) after its work was done.
+    A part is one batch, so holding it whole is bounded by the batch size.
+    """
+    with open_read(path.parent.parent if root is None else root, path) as fh:
+        buffer = pa.allocate_buffer(os.fstat(fh.fileno()).st_size)
+        with memoryview(buffer) as view:
+            size = 0
+            while size < len(view) and (got := fh.readinto(view[size:])):  # a short read is not the end
+                size += got
+    return buffer if size == buffer.size else buffer.slice(0, size)
 
 
 def _unreadable(path: Path, exc: Exception, what: str) -> RunDirError:
@@ -346,8 +364,8 @@ def read_output_table(run_dir: str | Path | RunDir, stage: str, name: str) -> pa
     if not path.exists() and not path.is_symlink():
         return None
     try:
-        with open_read(layout.root, path) as fh:
-            return pq.read_table(fh)
+        with pq.ParquetFile(pa.BufferReader(_bytes_of(path, layout.root))) as table:
+            return table.read()
     except _PARQUET_ERRORS as exc:
         raise _unreadable(path, exc, "Parquet") from None
 
