@@ -6,37 +6,99 @@ calls it (the safe path is the only path):
 - HTML: ``html(template, *values)`` builds markup from a literal template and escapes every value (text and
   attribute alike; MarkupSafe's ``Markup``), unless the value is already markup built the same way. Joining
   with ``html_join`` escapes plain strings too, so a forgotten escape shows tags as text instead of running them.
+  A value's characters that are not text (controls, bidi overrides, noncharacters) are shown as escapes
+  (``\\u202e``): no name can reverse or hide the text around it.
 - LaTeX: ``latex`` escapes every special character (``\\ { } $ & % # _ ^ ~`` and the ones OT1 fonts misprint)
   and writes only printable ASCII: accented Latin letters become accent commands, other characters ``U+XXXX``.
   No input can form a control sequence, TeX's ``^^`` notation or a math shift: a table uses only LaTeX's own
   text commands (any engine) and never reads a file.
 - Markdown: ``markdown`` backslash-escapes the characters that make links, emphasis, code, math, HTML and table
-  cells, and turns line breaks into spaces: a cell stays one cell of plain text.
+  cells, and turns line breaks and other characters that are not text into spaces: a cell stays one cell of
+  plain text.
 - CSV: ``csv_cells`` neutralises cells a spreadsheet would evaluate as a formula — text beginning with
   ``= + - @``, a tab or a carriage return gets a leading ``'`` (OWASP's advice; plain numbers such as ``-0.5``
   are left alone). Machine pipelines may opt out (``hofcat export --format csv --raw``); Parquet always keeps
   raw values.
-- Figure text: ``figure_text`` keeps matplotlib from reading ``$…$`` as mathtext and replaces control
-  characters, so a label is drawn as written and can neither crash nor restyle a figure.
+- Figure text: ``figure_text`` keeps matplotlib from reading ``$…$`` as mathtext and replaces characters that
+  are not text (controls; U+FFFE, which no SVG file may hold), so a label is drawn as written and can neither
+  crash nor restyle a figure nor break its SVG.
 - File names: ``file_name`` derives a safe slug plus a short hash from any string (slashes, dots, NUL, any
   length or script); a name never becomes a path, and two names never share a file.
+- Terminal: ``terminal`` writes control characters (ANSI/OSC escape sequences, carriage returns, bidi overrides)
+  as visible escapes (``\\x1b``). The ``hofcat`` command writes all its output through ``TerminalText``
+  (``terminal_streams``), so no run name, endpoint name or server message can drive the terminal.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import re
+import sys
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import TextIO
 
+import markupsafe
 import pyarrow as pa
 import pyarrow.compute as pc
-from markupsafe import Markup
 
-__all__ = ["Markup", "csv_cell", "csv_cells", "figure_text", "file_name", "html", "html_join", "latex", "markdown"]
+__all__ = [
+    "Markup",
+    "TerminalText",
+    "csv_cell",
+    "csv_cells",
+    "figure_text",
+    "file_name",
+    "html",
+    "html_join",
+    "latex",
+    "markdown",
+    "terminal",
+    "terminal_streams",
+    "unwrapped",
+    "visible",
+]
+
+
+# --- characters that are not text ------------------------------------------------------------------------
+
+# Controls (C0, C1: ESC starts terminal sequences), format characters (bidi overrides and isolates, zero-width),
+# line and paragraph separators, surrogates (an undecodable byte of a file name).
+_NOT_TEXT = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def _not_text(char: str) -> bool:
+    """Whether ``char`` acts on the text around it instead of being shown: a control, format or separator
+    character, a surrogate, or a noncharacter (U+FDD0-U+FDEF, U+xFFFE, U+xFFFF: XML and SVG refuse U+FFFE)."""
+    code = ord(char)
+    return unicodedata.category(char) in _NOT_TEXT or 0xFDD0 <= code <= 0xFDEF or code & 0xFFFE == 0xFFFE
+
+
+def visible(text: str, keep: str = "") -> str:
+    """``text`` with each character that is not text (but those in ``keep``) as its Python escape (``\\x1b``,
+    ``\\u202e``): what was there stays readable, and nothing acts on what surrounds it."""
+    if text.isprintable():  # the usual case, at C speed (printable excludes every character escaped here)
+        return text
+    return "".join(ascii(c)[1:-1] if c not in keep and _not_text(c) else c for c in text)
 
 
 # --- HTML ------------------------------------------------------------------------------------------------
+
+
+class Markup(markupsafe.Markup):
+    """MarkupSafe's ``Markup`` whose escaping also shows a value's characters that are not text as escapes
+    (``visible``): a bidi override in a model's name cannot reverse the sentence it is quoted in."""
+
+    __slots__ = ()
+
+    @classmethod
+    def escape(cls, s: object) -> Markup:
+        """``s`` escaped (markup kept as it is); the one escape every ``Markup`` operation calls."""
+        if not hasattr(s, "__html__"):
+            s = visible(str(s), keep="\t\n\r")  # HTML's own white space stays
+        return cls(markupsafe.escape(s))
 
 
 def html(template: str, /, *values: object, **named: object) -> Markup:
@@ -124,7 +186,8 @@ _MARKDOWN = re.compile(r"([\\`*_\[\]<>()!|~&$#{}])")
 
 def markdown(text: str) -> str:
     """``text`` as the plain text of one Markdown table cell or line: no markup, no raw HTML, no line breaks."""
-    return _MARKDOWN.sub(r"\\\1", " ".join(text.splitlines()) if text else text).replace("\x00", " ")
+    one_line = " ".join(text.splitlines()) if text else text
+    return _MARKDOWN.sub(r"\\\1", "".join(" " if _not_text(c) else c for c in one_line))
 
 
 # --- CSV -------------------------------------------------------------------------------------------------
@@ -160,7 +223,7 @@ def csv_cells(table: pa.Table) -> pa.Table:
 def figure_text(text: str) -> str:
     """``text`` for a matplotlib label, title or tick: ``$`` escaped (never mathtext), control characters as
     spaces."""
-    clean = "".join(" " if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") and c != "\n" else c for c in text)
+    clean = "".join(" " if c != "\n" and _not_text(c) else c for c in text)
     return clean.replace("$", r"\$")
 
 
@@ -176,3 +239,67 @@ def file_name(text: str, suffix: str = "") -> str:
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", ascii_text).strip(".-")[:_SLUG_CHARS].strip(".-")
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return f"{slug or 'name'}-{digest}{suffix}"
+
+
+# --- terminal --------------------------------------------------------------------------------------------
+
+
+def terminal(text: str) -> str:
+    """``text`` as a terminal shows it and never obeys it: controls (ESC, CR, BEL), bidi overrides and other
+    characters that are not text as visible escapes; line breaks and tabs stay."""
+    return visible(text, keep="\n\t")
+
+
+class TerminalText(io.TextIOBase):
+    """A text stream that writes ``terminal(text)`` of everything written to it to ``target``."""
+
+    def __init__(self, target: TextIO) -> None:
+        self.target = target
+
+    def write(self, text: str) -> int:
+        """Write ``text`` with its control characters shown as escapes; the characters taken."""
+        self.target.write(terminal(text))
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush the target (a reader that went away raises here, as it would without the wrapper)."""
+        self.target.flush()
+
+    def writable(self) -> bool:
+        """Always: a stream for output."""
+        return True
+
+    def isatty(self) -> bool:
+        """Whether the target is a terminal (the live progress display asks)."""
+        return self.target.isatty()
+
+    def fileno(self) -> int:
+        """The target's file descriptor."""
+        return self.target.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        """The target's encoding."""
+        return self.target.encoding
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        """The target's error handler."""
+        return self.target.errors
+
+
+def unwrapped(stream: TextIO) -> TextIO:
+    """The stream under a ``TerminalText`` (for a writer of its own control sequences, such as rich), else
+    ``stream``; what it writes must pass through ``terminal`` itself."""
+    return stream.target if isinstance(stream, TerminalText) else stream
+
+
+@contextmanager
+def terminal_streams() -> Iterator[None]:
+    """``sys.stdout`` and ``sys.stderr`` as ``TerminalText`` while the block runs (then as they were)."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = TerminalText(saved[0]), TerminalText(saved[1])
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved

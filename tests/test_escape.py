@@ -8,15 +8,30 @@ MarkupSafe's escaping, file names against POSIX path rules.
 
 from __future__ import annotations
 
+import io
 import re
 import string
+import sys
+import unicodedata
 
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.escape import Markup, csv_cell, csv_cells, figure_text, file_name, html, html_join, latex, markdown
+from runner.escape import (
+    Markup,
+    TerminalText,
+    csv_cell,
+    csv_cells,
+    figure_text,
+    file_name,
+    html,
+    html_join,
+    latex,
+    markdown,
+    terminal,
+)
 
 # Hostile strings of every class the outputs meet; the property tests add arbitrary text.
 PAYLOADS = [
@@ -43,8 +58,19 @@ PAYLOADS = [
     "..",
     "Ünïcödé ß Æ ł 中文 العربية 🙂 \u202e\u200b",
     "line\nbreak\r\nand\x0bmore",
+    "\x1b]0;title\x07\x1b[2J\x1b[31mred\x1b]52;c;cHduZWQ=\x07\x1b]8;;https://evil\x1b\\link\x1b]8;;\x1b\\",
+    "[/] [bold]b[/bold] [link=https://evil]x[/link]",  # rich's console markup
+    "x\ufffey\uffff\ufdd0\u2028\u2066\u200f",
 ]
+LONG = "<b>$x$ \x1b[2J\u202e |=@" * 6_250  # 10^5 characters, hostile throughout
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=60)
+
+
+def _not_text(char: str) -> bool:
+    """A character that acts instead of showing: control, format, separator, surrogate, noncharacter."""
+    code = ord(char)
+    noncharacter = 0xFDD0 <= code <= 0xFDEF or code & 0xFFFE == 0xFFFE
+    return unicodedata.category(char) in {"Cc", "Cf", "Cs", "Zl", "Zp"} or noncharacter
 
 
 # --- LaTeX -------------------------------------------------------------------------------------------------
@@ -139,7 +165,7 @@ def test_markdown_of_any_text_is_one_plain_cell(text):
     out = markdown(text)
     _markdown_plain(out)
     unescaped = re.sub(r"\\(.)", r"\1", out)  # what CommonMark shows
-    assert unescaped == " ".join(text.splitlines()).replace("\x00", " ")
+    assert unescaped == "".join(" " if _not_text(c) else c for c in " ".join(text.splitlines()))
 
 
 # --- CSV ---------------------------------------------------------------------------------------------------
@@ -191,7 +217,7 @@ def _drawn(text: str) -> tuple[str, bool]:
 def test_figure_text_is_drawn_as_written_never_as_mathtext(text):
     shown, math = _drawn(figure_text(text))
     assert math is False
-    assert shown == "".join(" " if c in "\x00\t\r\x0b\u202e\u200b" else c for c in text)
+    assert shown == "".join(" " if c != "\n" and _not_text(c) else c for c in text)
 
 
 @settings(deadline=None)  # timing on a busy machine says nothing about escaping
@@ -214,6 +240,25 @@ def test_a_mathtext_label_would_have_crashed_without_escaping():
     ax.set_title(figure_text(r"$\undefinedmacro$"))
     fig.canvas.draw()
     plt.close(fig)
+
+
+@pytest.mark.filterwarnings("ignore:Glyph .* missing from font")  # CJK and emoji payloads: DejaVu lacks them
+def test_figure_text_keeps_an_svg_well_formed():
+    import xml.etree.ElementTree as ElementTree
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.set_xticks(range(len(PAYLOADS)), [figure_text(p[:80]) for p in PAYLOADS])
+    ax.set_title(figure_text("x\ufffey\uffff"))  # U+FFFE is no XML character: drawn raw, the SVG did not parse
+    buf = io.BytesIO()
+    with matplotlib.rc_context({"svg.fonttype": "none"}):  # text as text, as the report writes it
+        fig.savefig(buf, format="svg")
+    plt.close(fig)
+    ElementTree.fromstring(buf.getvalue())
 
 
 # --- file names --------------------------------------------------------------------------------------------
@@ -255,3 +300,86 @@ def test_html_keeps_markup_built_the_same_way_and_escapes_plain_strings_when_joi
     inner = html("<b>{}</b>", "<i>")
     assert html("<p>{}</p>", inner) == Markup("<p><b>&lt;i&gt;</b></p>")
     assert html_join([inner, "<script>"]) == Markup("<b>&lt;i&gt;</b>&lt;script&gt;")
+
+
+# --- HTML: characters that are not text ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", PAYLOADS)
+def test_html_shows_controls_and_bidi_overrides_as_escapes(text):
+    out = str(html("<p>{}</p>", text))
+    assert not any(_not_text(c) for c in out if c not in "\t\n\r")
+    assert html("{}", "a\u202eb\x1bc") == Markup("a\\u202eb\\x1bc")  # readable: a reader sees what was there
+
+
+@settings(deadline=None)  # timing on a busy machine says nothing about escaping
+@given(TEXT)
+def test_html_of_any_text_holds_no_character_that_acts_on_its_neighbours(text):
+    for out in (html("<td title='{}'>{}</td>", text, text), html_join([text])):
+        assert not any(_not_text(c) for c in str(out) if c not in "\t\n\r")
+
+
+# --- terminal ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", PAYLOADS)
+def test_terminal_text_holds_no_control_sequence(text):
+    out = terminal(text)
+    assert not any(_not_text(c) for c in out if c not in "\n\t")
+
+
+@settings(deadline=None)  # timing on a busy machine says nothing about escaping
+@given(TEXT)
+def test_terminal_keeps_text_and_escapes_only_what_is_not_text(text):
+    out = terminal(text)
+    assert not any(_not_text(c) for c in out if c not in "\n\t")
+    if not any(_not_text(c) for c in text if c not in "\n\t"):
+        assert out == text
+
+
+def test_terminal_stream_escapes_every_write_and_answers_for_its_target():
+    target = io.StringIO()
+    stream = TerminalText(target)
+    print("run \x1b]0;pwned\x07 \x1b[2J\rover \u202eevil", file=stream, flush=True)
+    assert target.getvalue() == "run \\x1b]0;pwned\\x07 \\x1b[2J\\rover \\u202eevil\n"
+    assert stream.isatty() is False and stream.writable()
+
+
+def test_the_hofcat_command_prints_through_the_terminal_stream(tmp_path, capsys):
+    from runner.cli import main
+
+    hostile = tmp_path / "run\x1b]0;pwned\x07\x1b[2J\u202e"
+    assert main(["status", str(hostile)]) == 2
+    err = capsys.readouterr().err
+    assert "run\\x1b]0;pwned\\x07\\x1b[2J\\u202e" in err and "\x1b" not in err and "\u202e" not in err
+    assert not isinstance(sys.stdout, TerminalText) and not isinstance(sys.stderr, TerminalText)  # restored
+
+
+def test_a_long_hostile_string_is_escaped_whole_in_every_format():
+    assert len(LONG) == 10**5
+    tex = latex(LONG)
+    assert "$" not in tex.replace(r"\$", "") and "\x1b" not in tex and "\u202e" not in tex
+    md = markdown(LONG)
+    assert "<" not in md.replace(r"\<", "") and "\x1b" not in md and "|" not in md.replace(r"\|", "")
+    page = str(html("<p>{}</p>", LONG))
+    assert page.count("<") == 2 and "\u202e" not in page
+    assert "\x1b" not in terminal(LONG) and "$" not in figure_text(LONG).replace(r"\$", "")
+    assert csv_cell("=" + LONG).startswith("'=") and len(file_name(LONG)) <= 49
+
+
+def test_the_live_progress_panel_shows_names_and_server_messages_as_literal_text():
+    from rich.console import Console
+
+    from runner.sweep.progress import EndpointStats, Progress, RunStats
+
+    stats = RunStats(total=4)
+    name = "bad[/] [link=https://evil]click[/link] \x1b]0;pwned\x07"
+    stats.endpoints[name] = EndpointStats(name=name, requests_per_minute=None, max_concurrency=2)
+    stats.endpoints[name].last_failure = "HTTP 400: [/bold] \x1b]52;c;cHduZWQ=\x07 \u202eevil"
+    target = io.StringIO()
+    panel = Progress(stats, stream=TerminalText(target), live=True)._render()  # rich markup raised MarkupError
+    Console(file=target, force_terminal=True, width=300, color_system=None).print(panel)
+    shown = target.getvalue()
+    assert "bad[/] [link=https://evil]click[/link] \\x1b]0;pwned\\x07" in shown
+    assert "HTTP 400: [/bold] \\x1b]52;c;cHduZWQ=\\x07 \\u202eevil" in shown
+    assert "\x1b]" not in shown and "\u202e" not in shown  # no OSC sequence (title, clipboard, hyperlink)
