@@ -184,10 +184,16 @@ def _latex_letter(char: str) -> str:
 _MARKDOWN = re.compile(r"([\\`*_\[\]<>()!|~&$#{}])")
 
 
+# Where a line's start would open a block — a list item (``- x``, ``+``, ``1. x``), a thematic break (``---``), a
+# setext underline (``=``) — a backslash goes before the marker; a number such as ``-0.5`` or ``1.5`` opens none.
+_BLOCK_START = re.compile(r"^(?:(?=[-+][ \t]|[-+]$|=|-[- \t]*$)|\d{1,9}(?=\.(?:[ \t]|$)))")
+
+
 def markdown(text: str) -> str:
-    """``text`` as the plain text of one Markdown table cell or line: no markup, no raw HTML, no line breaks."""
-    one_line = " ".join(text.splitlines()) if text else text
-    return _MARKDOWN.sub(r"\\\1", "".join(" " if _not_text(c) else c for c in one_line))
+    """``text`` as the plain text of one Markdown table cell or line: no markup, no raw HTML, no line breaks,
+    nothing that starts a block (leading blanks, which would start a code block, are dropped)."""
+    line = "".join(" " if _not_text(c) else c for c in " ".join(text.splitlines())).lstrip(" \t")
+    return _BLOCK_START.sub(lambda m: m[0] + "\\", _MARKDOWN.sub(r"\\\1", line))
 
 
 # --- CSV -------------------------------------------------------------------------------------------------

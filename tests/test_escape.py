@@ -147,7 +147,8 @@ def _markdown_plain(text: str) -> None:
     i = 0
     while i < len(text):
         if text[i] == "\\":
-            assert i + 1 < len(text) and text[i + 1] in _MARKDOWN_SPECIALS, f"stray backslash in {text!r}"
+            # CommonMark: a backslash before ASCII punctuation makes it literal (``\\-`` where a line would open a list)
+            assert i + 1 < len(text) and text[i + 1] in string.punctuation, f"stray backslash in {text!r}"
             i += 2
             continue
         assert text[i] not in _MARKDOWN_SPECIALS, f"unescaped {text[i]!r} in {text!r}"
@@ -165,7 +166,27 @@ def test_markdown_of_any_text_is_one_plain_cell(text):
     out = markdown(text)
     _markdown_plain(out)
     unescaped = re.sub(r"\\(.)", r"\1", out)  # what CommonMark shows
-    assert unescaped == "".join(" " if _not_text(c) else c for c in " ".join(text.splitlines()))
+    assert unescaped == "".join(" " if _not_text(c) else c for c in " ".join(text.splitlines())).lstrip(" \t")
+
+
+BLOCK_STARTS = ["- item", "+ item", "-", "1. first", "12.", "    code", "\tcode", "---", "- - -", "=", "> quote"]
+BLOCK_STARTS += ["# head", "```", "~~~", "<div>", "[a]: https://evil", "* item", "| a |", "|---|", "***"]
+
+
+@pytest.mark.parametrize("text", PAYLOADS + BLOCK_STARTS + ["-0.5", "1.5", "+3"])
+def test_markdown_renders_as_one_paragraph_or_cell_of_its_own_text(text):
+    from markdown_it import MarkdownIt  # CommonMark with GFM tables (rich's own Markdown reader)
+
+    out = markdown(text)
+    doc = MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(f"{out}\n\n| h |\n|---|\n| {out} |\n")
+    blocks = [t.type for t in doc if t.level == 0 and t.nesting >= 0]
+    assert blocks == (["paragraph_open", "table_open"] if out else ["table_open"]), (text, blocks)
+    inline = [t for t in doc if t.type == "inline"]
+    shown = "".join(" " if _not_text(c) else c for c in " ".join(text.splitlines())).lstrip(" \t").rstrip(" \t")
+    for token in inline[:1] if out else []:  # the line: one plain text run, exactly the text
+        assert [c.type for c in token.children] == ["text"] * len(token.children)
+        assert "".join(c.content for c in token.children) == shown
+    assert markdown("-0.5") == "-0.5" and markdown("1.5") == "1.5"  # numbers in cells stay as they are
 
 
 # --- CSV ---------------------------------------------------------------------------------------------------
