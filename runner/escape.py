@@ -210,7 +210,8 @@ def csv_cell(text: str) -> str:
 
 
 def csv_cells(table: pa.Table) -> pa.Table:
-    """``table`` with ``csv_cell`` applied to every text column (vectorised; other columns unchanged)."""
+    """``table`` with ``csv_cell`` applied to every text column (vectorised; other columns unchanged) and to the
+    column names, which become the header row (a table pivoted on a level is named by it)."""
     columns = []
     for field, col in zip(table.schema, table.columns, strict=True):
         if pa.types.is_dictionary(field.type):
@@ -220,7 +221,7 @@ def csv_cells(table: pa.Table) -> pa.Table:
             quote, joint = pa.scalar("'", col.type), pa.scalar("", col.type)
             col = pc.if_else(risky, pc.binary_join_element_wise(quote, col, joint), col)
         columns.append(col)
-    return pa.Table.from_arrays(columns, names=table.column_names)
+    return pa.Table.from_arrays(columns, names=[csv_cell(name) for name in table.column_names])
 
 
 # --- figure text -----------------------------------------------------------------------------------------

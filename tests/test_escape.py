@@ -224,6 +224,11 @@ def test_csv_cells_of_a_table_are_the_cells_one_by_one(values):
         assert csv_cells(pa.table({"text": other})).column("text").to_pylist() == out.column("text").to_pylist()
 
 
+def test_csv_header_row_a_pivot_names_by_its_levels_is_neutralised_too():
+    table = csv_cells(pa.table({"=cmd": ["x"], "-1": ["y"], "plain": ["@z"]}))
+    assert table.column_names == ["'=cmd", "-1", "plain"] and table.column("plain").to_pylist() == ["'@z"]
+
+
 # --- figure text -------------------------------------------------------------------------------------------
 
 
