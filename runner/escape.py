@@ -56,6 +56,7 @@ __all__ = [
     "latex",
     "markdown",
     "terminal",
+    "terminal_stream",
     "terminal_streams",
     "unwrapped",
     "visible",
@@ -295,6 +296,11 @@ class TerminalText(io.TextIOBase):
         return self.target.errors
 
 
+def terminal_stream(stream: TextIO) -> TextIO:
+    """``stream`` as a ``TerminalText`` (itself when it is one already)."""
+    return stream if isinstance(stream, TerminalText) else TerminalText(stream)
+
+
 def unwrapped(stream: TextIO) -> TextIO:
     """The stream under a ``TerminalText`` (for a writer of its own control sequences, such as rich), else
     ``stream``; what it writes must pass through ``terminal`` itself."""
@@ -305,7 +311,7 @@ def unwrapped(stream: TextIO) -> TextIO:
 def terminal_streams() -> Iterator[None]:
     """``sys.stdout`` and ``sys.stderr`` as ``TerminalText`` while the block runs (then as they were)."""
     saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = TerminalText(saved[0]), TerminalText(saved[1])
+    sys.stdout, sys.stderr = terminal_stream(saved[0]), terminal_stream(saved[1])
     try:
         yield
     finally:

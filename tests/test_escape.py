@@ -409,3 +409,11 @@ def test_the_live_progress_panel_shows_names_and_server_messages_as_literal_text
     assert "bad[/] [link=https://evil]click[/link] \\x1b]0;pwned\\x07" in shown
     assert "HTTP 400: [/bold] \\x1b]52;c;cHduZWQ=\\x07 \\u202eevil" in shown
     assert "\x1b]" not in shown and "\u202e" not in shown  # no OSC sequence (title, clipboard, hyperlink)
+
+
+def test_progress_lines_are_escaped_on_any_stream_it_is_given():
+    from runner.sweep.progress import Progress, RunStats
+
+    target = io.StringIO()  # the Python API's caller may pass any stream: the display escapes by itself
+    Progress(RunStats(total=1), stream=target, live=False).note("server said \x1b]0;pwned\x07\r")
+    assert target.getvalue() == "hofcat: server said \\x1b]0;pwned\\x07\\r\n"

@@ -155,8 +155,10 @@ class Progress:
     def __init__(
         self, stats: RunStats, *, stream: TextIO | None = None, log_every_s: float = 60.0, live: bool | None = None
     ) -> None:
+        from runner.escape import terminal_stream
+
         self.stats = stats
-        self.stream = stream or sys.stderr
+        self.stream = terminal_stream(stream or sys.stderr)  # names and server messages shown, never obeyed
         self.log_every_s = log_every_s
         self.live = self.stream.isatty() if live is None else live
         self._task: asyncio.Task | None = None
