@@ -86,4 +86,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 if __name__ == "__main__":
+    from runner.escape import terminal_process
+
+    terminal_process()  # as the console script (hofcat/cli.py): tracebacks escaped too
     sys.exit(main())

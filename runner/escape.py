@@ -56,6 +56,7 @@ __all__ = [
     "latex",
     "markdown",
     "terminal",
+    "terminal_process",
     "terminal_stream",
     "terminal_streams",
     "unwrapped",
@@ -305,6 +306,12 @@ def unwrapped(stream: TextIO) -> TextIO:
     """The stream under a ``TerminalText`` (for a writer of its own control sequences, such as rich), else
     ``stream``; what it writes must pass through ``terminal`` itself."""
     return stream.target if isinstance(stream, TerminalText) else stream
+
+
+def terminal_process() -> None:
+    """This process's ``sys.stdout`` and ``sys.stderr`` as ``TerminalText`` for good (the console script): also
+    the interpreter's traceback of an unexpected error, printed after a command's own streams are restored."""
+    sys.stdout, sys.stderr = terminal_stream(sys.stdout), terminal_stream(sys.stderr)
 
 
 @contextmanager

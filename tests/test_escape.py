@@ -417,3 +417,18 @@ def test_progress_lines_are_escaped_on_any_stream_it_is_given():
     target = io.StringIO()  # the Python API's caller may pass any stream: the display escapes by itself
     Progress(RunStats(total=1), stream=target, live=False).note("server said \x1b]0;pwned\x07\r")
     assert target.getvalue() == "hofcat: server said \\x1b]0;pwned\\x07\\r\n"
+
+
+def test_the_console_script_escapes_even_a_traceback(monkeypatch):
+    import traceback
+
+    from runner.escape import terminal_process
+
+    target = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    monkeypatch.setattr(sys, "stderr", target)
+    terminal_process()
+    terminal_process()  # once wrapped, stays wrapped once
+    assert isinstance(sys.stderr, TerminalText) and sys.stderr.target is target
+    traceback.print_exception(RuntimeError("server said \x1b]0;pwned\x07"))  # what the interpreter prints
+    assert "RuntimeError: server said \\x1b]0;pwned\\x07" in target.getvalue() and "\x1b" not in target.getvalue()
