@@ -24,6 +24,9 @@ calls it (the safe path is the only path):
   crash nor restyle a figure nor break its SVG.
 - File names: ``file_name`` derives a safe slug plus a short hash from any string (slashes, dots, NUL, any
   length or script); a name never becomes a path, and two names never share a file.
+- Condition labels (``model=a, temperature=0.5``, the analysis' names of conditions, sets and strata):
+  ``condition_label`` JSON-quotes a level holding ``,`` or ``"``, so a name cannot pose as more factors and two
+  conditions never share a label; ``label_parts`` reads one back.
 - Terminal: ``terminal`` writes control characters (ANSI/OSC escape sequences, carriage returns, bidi overrides)
   as visible escapes (``\\x1b``). The ``hofcat`` command writes all its output through ``TerminalText``
   (``terminal_streams``), so no run name, endpoint name or server message can drive the terminal.
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import re
 import sys
 import unicodedata
@@ -47,12 +51,15 @@ import pyarrow.compute as pc
 __all__ = [
     "Markup",
     "TerminalText",
+    "condition_label",
     "csv_cell",
     "csv_cells",
     "figure_text",
     "file_name",
     "html",
     "html_join",
+    "label_parts",
+    "label_value",
     "latex",
     "markdown",
     "terminal",
@@ -248,6 +255,40 @@ def file_name(text: str, suffix: str = "") -> str:
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", ascii_text).strip(".-")[:_SLUG_CHARS].strip(".-")
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return f"{slug or 'name'}-{digest}{suffix}"
+
+
+# --- condition labels ------------------------------------------------------------------------------------
+
+
+def label_value(value: object) -> str:
+    """A level as a condition label writes it: ``str(value)``, JSON-quoted when it holds ``,`` or ``"`` (which
+    would let a model called ``a, endpoint=b`` read as two factors)."""
+    text = str(value)
+    return json.dumps(text, ensure_ascii=False) if "," in text or '"' in text else text
+
+
+def condition_label(pairs: Iterable[tuple[str, object]]) -> str:
+    """``factor=level`` pairs joined by ``, `` (``model=a, temperature=0.5``), each level through ``label_value``:
+    distinct pairs give distinct labels."""
+    return ", ".join(f"{factor}={label_value(value)}" for factor, value in pairs)
+
+
+def label_parts(label: str) -> dict[str, str]:
+    """The ``factor → level`` pairs of a ``condition_label`` (quoted levels unquoted); {} for 'all'."""
+    parts: dict[str, str] = {}
+    i = 0
+    while "=" in label[i:]:
+        eq = label.index("=", i)
+        factor = label[i:eq]
+        if label.startswith('"', eq + 1):
+            value, end = json.JSONDecoder().raw_decode(label, eq + 1)
+        else:
+            end = label.find(", ", eq + 1)
+            end = len(label) if end == -1 else end
+            value = label[eq + 1 : end]
+        parts[factor] = value
+        i = end + 2
+    return parts
 
 
 # --- terminal --------------------------------------------------------------------------------------------

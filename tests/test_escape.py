@@ -432,3 +432,28 @@ def test_the_console_script_escapes_even_a_traceback(monkeypatch):
     assert isinstance(sys.stderr, TerminalText) and sys.stderr.target is target
     traceback.print_exception(RuntimeError("server said \x1b]0;pwned\x07"))  # what the interpreter prints
     assert "RuntimeError: server said \\x1b]0;pwned\\x07" in target.getvalue() and "\x1b" not in target.getvalue()
+
+
+# --- condition labels --------------------------------------------------------------------------------------
+
+
+def test_a_level_cannot_pose_as_another_factor():
+    from runner.escape import condition_label, label_parts
+
+    forged = condition_label([("model", "a, endpoint=b"), ("endpoint", "c")])
+    honest = condition_label([("model", "a"), ("endpoint", "b, endpoint=c")])
+    assert forged != honest  # both read "model=a, endpoint=b, endpoint=c" when levels were written raw
+    assert label_parts(forged) == {"model": "a, endpoint=b", "endpoint": "c"}
+    assert condition_label([("model", "m1"), ("temperature", 0.5)]) == "model=m1, temperature=0.5"  # as before
+
+
+@settings(deadline=None)  # timing on a busy machine says nothing about escaping
+@given(st.lists(st.tuples(TEXT, TEXT), max_size=3), st.lists(st.tuples(TEXT, TEXT), max_size=3))
+def test_condition_labels_read_back_and_never_collide(a, b):
+    from runner.escape import condition_label, label_parts
+
+    factors = ["model", "endpoint", "language"]  # hofcat's own factor names; levels are anything
+    pairs_a = list(zip(factors, [v for v, _ in a], strict=False))
+    pairs_b = list(zip(factors, [v for v, _ in b], strict=False))
+    assert label_parts(condition_label(pairs_a)) == dict(pairs_a)
+    assert (condition_label(pairs_a) == condition_label(pairs_b)) == (pairs_a == pairs_b)
