@@ -28,8 +28,9 @@ calls it (the safe path is the only path):
   ``condition_label`` JSON-quotes a level holding ``,`` or ``"``, so a name cannot pose as more factors and two
   conditions never share a label; ``label_parts`` reads one back.
 - Terminal: ``terminal`` writes control characters (ANSI/OSC escape sequences, carriage returns, bidi overrides)
-  as visible escapes (``\\x1b``). The ``hofcat`` command writes all its output through ``TerminalText``
-  (``terminal_streams``), so no run name, endpoint name or server message can drive the terminal.
+  as visible JSON escapes (``\\u001b``: JSON a command prints stays valid). The ``hofcat`` command writes all
+  its output through ``TerminalText`` (``terminal_streams``), so no run name, endpoint name or server message
+  can drive the terminal.
 """
 
 from __future__ import annotations
@@ -86,11 +87,21 @@ def _not_text(char: str) -> bool:
 
 
 def visible(text: str, keep: str = "") -> str:
-    """``text`` with each character that is not text (but those in ``keep``) as its Python escape (``\\x1b``,
-    ``\\u202e``): what was there stays readable, and nothing acts on what surrounds it."""
+    """``text`` with each character that is not text (but those in ``keep``) as its JSON escape (``\\u001b``,
+    ``\\u202e``): what was there stays readable, nothing acts on what surrounds it, and JSON a command prints
+    stays valid JSON with the same values."""
     if text.isprintable():  # the usual case, at C speed (printable excludes every character escaped here)
         return text
-    return "".join(ascii(c)[1:-1] if c not in keep and _not_text(c) else c for c in text)
+    return "".join(_json_escape(c) if c not in keep and _not_text(c) else c for c in text)
+
+
+def _json_escape(char: str) -> str:
+    """``char`` as JSON's ``\\uXXXX`` (a surrogate pair past U+FFFF)."""
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    high, low = divmod(code - 0x10000, 0x400)
+    return f"\\u{0xD800 + high:04x}\\u{0xDC00 + low:04x}"
 
 
 # --- HTML ------------------------------------------------------------------------------------------------

@@ -335,7 +335,7 @@ def test_html_keeps_markup_built_the_same_way_and_escapes_plain_strings_when_joi
 def test_html_shows_controls_and_bidi_overrides_as_escapes(text):
     out = str(html("<p>{}</p>", text))
     assert not any(_not_text(c) for c in out if c not in "\t\n\r")
-    assert html("{}", "a\u202eb\x1bc") == Markup("a\\u202eb\\x1bc")  # readable: a reader sees what was there
+    assert html("{}", "a\u202eb\x1bc") == Markup("a\\u202eb\\u001bc")  # readable: a reader sees what was there
 
 
 @settings(deadline=None)  # timing on a busy machine says nothing about escaping
@@ -367,7 +367,7 @@ def test_terminal_stream_escapes_every_write_and_answers_for_its_target():
     target = io.StringIO()
     stream = TerminalText(target)
     print("run \x1b]0;pwned\x07 \x1b[2J\rover \u202eevil", file=stream, flush=True)
-    assert target.getvalue() == "run \\x1b]0;pwned\\x07 \\x1b[2J\\rover \\u202eevil\n"
+    assert target.getvalue() == "run \\u001b]0;pwned\\u0007 \\u001b[2J\\u000dover \\u202eevil\n"
     assert stream.isatty() is False and stream.writable()
 
 
@@ -377,7 +377,7 @@ def test_the_hofcat_command_prints_through_the_terminal_stream(tmp_path, capsys)
     hostile = tmp_path / "run\x1b]0;pwned\x07\x1b[2J\u202e"
     assert main(["status", str(hostile)]) == 2
     err = capsys.readouterr().err
-    assert "run\\x1b]0;pwned\\x07\\x1b[2J\\u202e" in err and "\x1b" not in err and "\u202e" not in err
+    assert "run\\u001b]0;pwned\\u0007\\u001b[2J\\u202e" in err and "\x1b" not in err and "\u202e" not in err
     assert not isinstance(sys.stdout, TerminalText) and not isinstance(sys.stderr, TerminalText)  # restored
 
 
@@ -406,8 +406,8 @@ def test_the_live_progress_panel_shows_names_and_server_messages_as_literal_text
     panel = Progress(stats, stream=TerminalText(target), live=True)._render()  # rich markup raised MarkupError
     Console(file=target, force_terminal=True, width=300, color_system=None).print(panel)
     shown = target.getvalue()
-    assert "bad[/] [link=https://evil]click[/link] \\x1b]0;pwned\\x07" in shown
-    assert "HTTP 400: [/bold] \\x1b]52;c;cHduZWQ=\\x07 \\u202eevil" in shown
+    assert "bad[/] [link=https://evil]click[/link] \\u001b]0;pwned\\u0007" in shown
+    assert "HTTP 400: [/bold] \\u001b]52;c;cHduZWQ=\\u0007 \\u202eevil" in shown
     assert "\x1b]" not in shown and "\u202e" not in shown  # no OSC sequence (title, clipboard, hyperlink)
 
 
@@ -416,7 +416,7 @@ def test_progress_lines_are_escaped_on_any_stream_it_is_given():
 
     target = io.StringIO()  # the Python API's caller may pass any stream: the display escapes by itself
     Progress(RunStats(total=1), stream=target, live=False).note("server said \x1b]0;pwned\x07\r")
-    assert target.getvalue() == "hofcat: server said \\x1b]0;pwned\\x07\\r\n"
+    assert target.getvalue() == "hofcat: server said \\u001b]0;pwned\\u0007\\u000d\n"
 
 
 def test_the_console_script_escapes_even_a_traceback(monkeypatch):
@@ -431,7 +431,7 @@ def test_the_console_script_escapes_even_a_traceback(monkeypatch):
     terminal_process()  # once wrapped, stays wrapped once
     assert isinstance(sys.stderr, TerminalText) and sys.stderr.target is target
     traceback.print_exception(RuntimeError("server said \x1b]0;pwned\x07"))  # what the interpreter prints
-    assert "RuntimeError: server said \\x1b]0;pwned\\x07" in target.getvalue() and "\x1b" not in target.getvalue()
+    assert "RuntimeError: server said \\u001b]0;pwned\\u0007" in target.getvalue() and "\x1b" not in target.getvalue()
 
 
 # --- condition labels --------------------------------------------------------------------------------------
@@ -457,3 +457,12 @@ def test_condition_labels_read_back_and_never_collide(a, b):
     pairs_b = list(zip(factors, [v for v, _ in b], strict=False))
     assert label_parts(condition_label(pairs_a)) == dict(pairs_a)
     assert (condition_label(pairs_a) == condition_label(pairs_b)) == (pairs_a == pairs_b)
+
+
+@settings(deadline=None)  # timing on a busy machine says nothing about escaping
+@given(TEXT)
+def test_json_a_command_prints_stays_the_same_json_through_the_terminal_stream(text):
+    import json
+
+    printed = json.dumps({"text": text, "list": [text]}, ensure_ascii=False, indent=2)  # as parse-text prints
+    assert json.loads(terminal(printed)) == {"text": text, "list": [text]}

@@ -214,7 +214,7 @@ def test_no_character_in_the_page_or_a_figure_acts_on_the_text_around_it(hostile
     run, _, _ = hostile_run
     page = (run / "report" / "index.html").read_text(encoding="utf-8")
     assert not [c for c in page if c not in "\t\n\r" and _not_text(c)]  # no bidi override, ESC or U+FFFE
-    assert "outside\\x00\\x1b[2J\\u202eevil\\ufffe" in page  # shown, readably, where the model is named
+    assert "outside\\u0000\\u001b[2J\\u202eevil\\ufffe" in page  # shown, readably, where the model is named
     svgs = sorted((run / "report" / "figures").glob("*.svg"))
     assert svgs
     for svg in svgs:  # text stays text in the SVGs (svg.fonttype none): each is still well-formed XML
@@ -225,5 +225,5 @@ def test_status_prints_the_names_as_text_not_terminal_sequences(hostile_run, cap
     run, _, _ = hostile_run
     assert main(["status", str(run)]) == 0
     out = capsys.readouterr().out
-    assert "meta-llama/Llama-3.1-8B\\x1b]0;PW\\x07" in out
+    assert "meta-llama/Llama-3.1-8B\\u001b]0;PW\\u0007" in out
     assert not [c for c in out if c != "\n" and _not_text(c)]
