@@ -288,18 +288,26 @@ def label_parts(label: str) -> dict[str, str]:
     """The ``factor → level`` pairs of a ``condition_label`` (quoted levels unquoted); {} for 'all'."""
     parts: dict[str, str] = {}
     i = 0
-    while "=" in label[i:]:
-        eq = label.index("=", i)
-        factor = label[i:eq]
-        if label.startswith('"', eq + 1):
-            value, end = json.JSONDecoder().raw_decode(label, eq + 1)
-        else:
-            end = label.find(", ", eq + 1)
-            end = len(label) if end == -1 else end
-            value = label[eq + 1 : end]
-        parts[factor] = value
+    while (eq := label.find("=", i)) != -1:
+        parts[label[i:eq]], end = _level_at(label, eq + 1)
         i = end + 2
     return parts
+
+
+def _level_at(label: str, start: int) -> tuple[str, int]:
+    """The level beginning at ``label[start]`` and where it ends: a JSON string, else the text up to ``, ``
+    (also a raw '"' in a label written before levels were quoted)."""
+    if label.startswith('"', start):
+        try:
+            value, end = json.JSONDecoder().raw_decode(label, start)
+        except ValueError:
+            pass
+        else:
+            if end == len(label) or label.startswith(", ", end):
+                return value, end
+    end = label.find(", ", start)
+    end = len(label) if end == -1 else end
+    return label[start:end], end
 
 
 # --- terminal --------------------------------------------------------------------------------------------
@@ -330,6 +338,9 @@ class TerminalText(io.TextIOBase):
         """Always: a stream for output."""
         return True
 
+    def close(self) -> None:
+        """Nothing: the target belongs to whoever opened it (a wrapper collected late must not flush a closed one)."""
+
     def isatty(self) -> bool:
         """Whether the target is a terminal (the live progress display asks)."""
         return self.target.isatty()
@@ -350,8 +361,8 @@ class TerminalText(io.TextIOBase):
 
 
 def terminal_stream(stream: TextIO) -> TextIO:
-    """``stream`` as a ``TerminalText`` (itself when it is one already)."""
-    return stream if isinstance(stream, TerminalText) else TerminalText(stream)
+    """``stream`` as a ``TerminalText`` (itself when it is one already; None, a process without one, stays)."""
+    return stream if stream is None or isinstance(stream, TerminalText) else TerminalText(stream)
 
 
 def unwrapped(stream: TextIO) -> TextIO:

@@ -31,6 +31,7 @@ from runner.escape import (
     latex,
     markdown,
     terminal,
+    terminal_stream,
 )
 
 # Hostile strings of every class the outputs meet; the property tests add arbitrary text.
@@ -369,6 +370,10 @@ def test_terminal_stream_escapes_every_write_and_answers_for_its_target():
     print("run \x1b]0;pwned\x07 \x1b[2J\rover \u202eevil", file=stream, flush=True)
     assert target.getvalue() == "run \\u001b]0;pwned\\u0007 \\u001b[2J\\u000dover \\u202eevil\n"
     assert stream.isatty() is False and stream.writable()
+    stream.close()  # a wrapper collected late never flushes or closes what it wraps
+    target.close()
+    del stream
+    assert terminal_stream(None) is None  # a process without stdout (pythonw, a daemon) keeps none
 
 
 def test_the_hofcat_command_prints_through_the_terminal_stream(tmp_path, capsys):
@@ -445,6 +450,7 @@ def test_a_level_cannot_pose_as_another_factor():
     assert forged != honest  # both read "model=a, endpoint=b, endpoint=c" when levels were written raw
     assert label_parts(forged) == {"model": "a, endpoint=b", "endpoint": "c"}
     assert condition_label([("model", "m1"), ("temperature", 0.5)]) == "model=m1, temperature=0.5"  # as before
+    assert label_parts('model="a"b, t=1') == {"model": '"a"b', "t": "1"}  # an analysis written before quoting
 
 
 @settings(deadline=None)  # timing on a busy machine says nothing about escaping
