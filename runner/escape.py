@@ -79,20 +79,40 @@ __all__ = [
 _NOT_TEXT = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
+# Format characters that are part of writing itself, kept: the zero-width non-joiner and joiner shape Persian,
+# Arabic and Indic words and join emoji; they neither reorder nor hide the text around them.
+_JOINERS = frozenset("\u200c\u200d")
+
+
 def _not_text(char: str) -> bool:
-    """Whether ``char`` acts on the text around it instead of being shown: a control, format or separator
-    character, a surrogate, or a noncharacter (U+FDD0-U+FDEF, U+xFFFE, U+xFFFF: XML and SVG refuse U+FFFE)."""
+    """Whether ``char`` acts on the text around it instead of being shown: a control, format (but a joiner) or
+    separator character, a surrogate, or a noncharacter (U+FDD0-U+FDEF, U+xFFFE, U+xFFFF: XML and SVG refuse
+    U+FFFE)."""
     code = ord(char)
-    return unicodedata.category(char) in _NOT_TEXT or 0xFDD0 <= code <= 0xFDEF or code & 0xFFFE == 0xFFFE
+    return (
+        (unicodedata.category(char) in _NOT_TEXT and char not in _JOINERS)
+        or 0xFDD0 <= code <= 0xFDEF
+        or code & 0xFFFE == 0xFFFE
+    )
 
 
 def visible(text: str, keep: str = "") -> str:
     """``text`` with each character that is not text (but those in ``keep``) as its JSON escape (``\\u001b``,
     ``\\u202e``): what was there stays readable, nothing acts on what surrounds it, and JSON a command prints
     stays valid JSON with the same values."""
-    if text.isprintable():  # the usual case, at C speed (printable excludes every character escaped here)
+    # the usual cases at C speed: printable text excludes every character escaped here (and line breaks and
+    # tabs, so many-line text kept as it is is checked without them)
+    if text.isprintable() or (keep and text.translate(_DROP.get(keep) or _drop(keep)).isprintable()):
         return text
     return "".join(_json_escape(c) if c not in keep and _not_text(c) else c for c in text)
+
+
+_DROP: dict[str, dict[int, None]] = {}
+
+
+def _drop(keep: str) -> dict[int, None]:
+    """The ``str.translate`` table deleting ``keep``'s characters (made once per ``keep``)."""
+    return _DROP.setdefault(keep, dict.fromkeys(map(ord, keep)))
 
 
 def _json_escape(char: str) -> str:

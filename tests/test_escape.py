@@ -339,6 +339,16 @@ def test_html_shows_controls_and_bidi_overrides_as_escapes(text):
     assert html("{}", "a\u202eb\x1bc") == Markup("a\\u202eb\\u001bc")  # readable: a reader sees what was there
 
 
+@pytest.mark.parametrize(
+    "word",
+    ["\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", "\u0915\u094d\u200d\u0937", "\U0001f469\u200d\U0001f52c"],
+    ids=["persian ZWNJ", "devanagari ZWJ", "emoji ZWJ sequence"],
+)
+def test_joiners_that_shape_words_stay_text_in_html_markdown_and_the_terminal(word):
+    assert str(html("{}", word)) == word and terminal(word) == word and markdown(word) == word
+    assert terminal(word + "\u202e") == word + "\\u202e"  # a bidi override beside them is still shown, not obeyed
+
+
 @settings(deadline=None)  # timing on a busy machine says nothing about escaping
 @given(TEXT)
 def test_html_of_any_text_holds_no_character_that_acts_on_its_neighbours(text):
