@@ -55,6 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hofcat`` console script; returns the process exit status."""
+    from runner.escape import terminal_streams
+
+    # everything printed (names from a spec, messages quoting a server) shows control characters as escapes
+    with terminal_streams():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    """Parse ``argv`` and run its command; the exit status."""
     args = build_parser().parse_args(argv)
     try:
         status = int(args._main(args) or 0)
@@ -77,4 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from runner.escape import terminal_process
+
+    terminal_process()  # as the console script (hofcat/cli.py): tracebacks escaped too
     sys.exit(main())

@@ -14,6 +14,7 @@ import csv
 import json
 import re
 import subprocess
+import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import polars as pl
@@ -23,7 +24,7 @@ from _loopback_server import LoopbackServer
 from conftest import require_program
 from runner.cli import main
 from runner.escape import csv_cell, file_name, latex, markdown
-from test_escape import _markdown_plain, _spreadsheet_safe, _tex_tokens_ok
+from test_escape import _markdown_plain, _not_text, _spreadsheet_safe, _tex_tokens_ok
 
 pytestmark = pytest.mark.slow  # a sweep, its analysis and report, then Chromium
 
@@ -32,7 +33,7 @@ RUN_HTML = """<script>console.log("PW"+"NED")</script>"""
 ENDPOINTS = {  # endpoint name → model name: each a class of hostile string
     """<img src=x onerror="document.body.dataset.p='PW'+'NED'">""": """"><svg onload="console.log('PW'+'NED')">""",
     r"^^5cinput^^7b/etc/passwd^^7d": r"$\undefinedmacro$ \input{/etc/passwd} ~{}&%_#",
-    "meta-llama/Llama-3.1-8B": "../../outside\x00",
+    "meta-llama/Llama-3.1-8B\x1b]0;PW\x07": "../../outside\x00\x1b[2J\u202eevil\ufffe",  # terminal, bidi, XML
     '=HYPERLINK("http://evil")': "@SUM(A1)|[x](javascript:alert(1)) <b>md</b>",
 }
 SERVED = "+cmd|' /C calc'!A0"  # the server controls these fields
@@ -207,3 +208,22 @@ def test_figures_draw_every_name_without_mathtext(hostile_run):
     page = (run / "report" / "index.html").read_text(encoding="utf-8")
     shows = re.search(r'id="fig-kendall" data-shows="([^"]*)"', page)
     assert shows is not None and shows.group(1).count("model=") == len(ENDPOINTS)
+
+
+def test_no_character_in_the_page_or_a_figure_acts_on_the_text_around_it(hostile_run):
+    run, _, _ = hostile_run
+    page = (run / "report" / "index.html").read_text(encoding="utf-8")
+    assert not [c for c in page if c not in "\t\n\r" and _not_text(c)]  # no bidi override, ESC or U+FFFE
+    assert "outside\\u0000\\u001b[2J\\u202eevil\\ufffe" in page  # shown, readably, where the model is named
+    svgs = sorted((run / "report" / "figures").glob("*.svg"))
+    assert svgs
+    for svg in svgs:  # text stays text in the SVGs (svg.fonttype none): each is still well-formed XML
+        ElementTree.parse(svg)
+
+
+def test_status_prints_the_names_as_text_not_terminal_sequences(hostile_run, capsys):
+    run, _, _ = hostile_run
+    assert main(["status", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "meta-llama/Llama-3.1-8B\\u001b]0;PW\\u0007" in out
+    assert not [c for c in out if c != "\n" and _not_text(c)]

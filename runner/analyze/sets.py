@@ -28,6 +28,7 @@ import stats_core
 from runner.analyze.agreement import masked_mean
 from runner.analyze.units import UnitArray
 from runner.errors import InputError
+from runner.escape import condition_label
 from runner.score.indices import indices_from_means
 from runner.score.intervals import unreachable_note
 from runner.survey.dimensions import DIMENSIONS
@@ -61,14 +62,14 @@ def identity_codes(units: UnitArray) -> tuple[np.ndarray, list[str]]:
     rows = units.units.select(columns).rows() if columns else [()] * units.units.height
     distinct = sorted(set(rows), key=lambda row: tuple((v is not None, v) for v in row))
     index = {row: i for i, row in enumerate(distinct)}
-    labels = [", ".join(f"{c}={v}" for c, v in zip(columns, row, strict=True)) or "all" for row in distinct]
+    labels = [condition_label(zip(columns, row, strict=True)) or "all" for row in distinct]
     return np.array([index[row] for row in rows], dtype=np.int64), labels
 
 
 def _unit_labels(units: UnitArray) -> list[str]:
     """Readable unit names (``seed=1, gender=female, age=25``)."""
     columns = units.units.columns
-    return [", ".join(f"{c}={v}" for c, v in zip(columns, row, strict=True)) for row in units.units.rows()]
+    return [condition_label(zip(columns, row, strict=True)) for row in units.units.rows()]
 
 
 def _points(
@@ -446,7 +447,7 @@ def factor_tests(
             out.append(
                 {
                     "factor": factor,
-                    "stratum": ", ".join(f"{f}={v}" for f, v in stratum) or "all",
+                    "stratum": condition_label(stratum) or "all",
                     "levels": [str(level) for level, _, _ in levels],
                     "n": int(len(x)),
                     "permanova_f": float(pm.statistic),

@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from runner.analyze.design import Design
+from runner.escape import condition_label
 from runner.parse.distribution import scored_value
 from runner.parse.policy import DEFAULT_POLICY, Policy
 
@@ -40,7 +41,7 @@ class UnitArray:
         cols = [c for c in self.conditions.columns if c != "_all"]
         if not cols:
             return ["all"] * self.conditions.height
-        return [", ".join(f"{c}={row[c]}" for c in cols) for row in self.conditions.iter_rows(named=True)]
+        return [condition_label((c, row[c]) for c in cols) for row in self.conditions.iter_rows(named=True)]
 
 
 def unit_array(answers: pl.LazyFrame, design: Design, policy: Policy = DEFAULT_POLICY) -> UnitArray:

@@ -170,6 +170,8 @@ def headline(analysis_dir: Path) -> list[str]:
 
     import polars as pl
 
+    from runner.escape import condition_label
+
     summary = json.loads((analysis_dir / "summary.json").read_text(encoding="utf-8"))
     factors = [f for f in summary["design"]["factors"] if f != "_all"]
     rates = pl.read_parquet(analysis_dir / "status_rates.parquet")
@@ -184,7 +186,7 @@ def headline(analysis_dir: Path) -> list[str]:
         return "n/a" if not isinstance(value, int | float) or math.isnan(value) else f"{value:.{digits}f}"
 
     def label(row: dict) -> str:
-        return ", ".join(f"{f}={row[f]}" for f in factors) or "all"
+        return condition_label((f, row[f]) for f in factors) or "all"
 
     cat = pl.read_parquet(analysis_dir / "cat.parquet")
     kendall = pl.read_parquet(analysis_dir / "kendall.parquet")

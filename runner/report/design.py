@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from runner.errors import InputError
+from runner.escape import condition_label
 
 __all__ = ["OKABE_ITO", "ReportDesign", "full_label", "level", "report_design"]
 
@@ -30,7 +31,7 @@ MAX_COLOURS = len(OKABE_ITO)  # levels a factor may have to be told apart by col
 
 def full_label(row: Mapping[str, Any], factors: Sequence[str]) -> str:
     """The analysis' own condition name (``model=a, temperature=0.5``; 'all' without factors)."""
-    return ", ".join(f"{f}={row[f]}" for f in factors) or "all"
+    return condition_label((f, row[f]) for f in factors) or "all"
 
 
 LEVEL_CHARS = 24  # a level longer than this is drawn by its two ends (the tables keep it whole)

@@ -13,9 +13,9 @@ from typing import Any
 import polars as pl
 
 from runner.errors import InputError
-from runner.escape import Markup, file_name, html
+from runner.escape import Markup, file_name, html, label_value
 from runner.report import figures, maps
-from runner.report.design import ReportDesign, report_design
+from runner.report.design import ReportDesign, full_label, report_design
 from runner.report.measurement import measurement_blocks
 from runner.report.methods import method_blocks
 from runner.report.page import Page, analysis_table, fmt_value
@@ -58,7 +58,11 @@ def _condition(frame: pl.DataFrame, factors: list[str]) -> pl.Expr:
     if not present:
         return pl.lit("all")
     return pl.concat_str(
-        [pl.format(f"{f}={{}}", pl.col(f).cast(pl.String).fill_null("none")) for f in present], separator=", "
+        [
+            pl.format(f"{f}={{}}", pl.col(f).cast(pl.String).fill_null("none").map_elements(label_value, pl.String))
+            for f in present
+        ],
+        separator=", ",
     )
 
 
@@ -190,7 +194,7 @@ def _condition_ids(cat: pl.DataFrame, factors: list[str], design: ReportDesign) 
     if cat.height == 0:
         return {}
     named = [f for f in factors if f in cat.columns and f != "_all"]
-    labels = [", ".join(f"{f}={row[f]}" for f in named) or "all" for row in cat.iter_rows(named=True)]
+    labels = [full_label(row, named) for row in cat.iter_rows(named=True)]
     return dict(zip(labels, _conditions(cat, design)["id"], strict=True))
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from runner.escape import figure_text
+from runner.escape import figure_text, label_parts
 from runner.report.design import OKABE_ITO, ReportDesign, full_label, level
 from runner.report.figures import WIDTH, Plot, groups, panel_grid, pyplot, where
 from runner.survey.vocab import QUESTIONS
@@ -159,7 +159,7 @@ def ssh_by_factor(separation: pl.DataFrame, design: ReportDesign) -> Plot | None
 
 def _short_set(name: str, design: ReportDesign) -> str:
     """A set's label as the values of the varying factors (the analysis names it ``f=v, ...``)."""
-    parts = dict(p.split("=", 1) for p in name.split(", ") if "=" in p)
+    parts = label_parts(name)
     return figure_text(" · ".join(level(parts.get(f, "?")) for f in design.factors) if parts else name)
 
 

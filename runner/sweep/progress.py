@@ -155,8 +155,10 @@ class Progress:
     def __init__(
         self, stats: RunStats, *, stream: TextIO | None = None, log_every_s: float = 60.0, live: bool | None = None
     ) -> None:
+        from runner.escape import terminal_stream
+
         self.stats = stats
-        self.stream = stream or sys.stderr
+        self.stream = terminal_stream(stream or sys.stderr)  # names and server messages shown, never obeyed
         self.log_every_s = log_every_s
         self.live = self.stream.isatty() if live is None else live
         self._task: asyncio.Task | None = None
@@ -197,7 +199,10 @@ class Progress:
         from rich.console import Console
         from rich.live import Live
 
-        with Live(self._render(), console=Console(file=self.stream), refresh_per_second=4, transient=True) as live:
+        from runner.escape import unwrapped
+
+        console = Console(file=unwrapped(self.stream))  # rich's own cursor sequences; its cells are escaped
+        with Live(self._render(), console=console, refresh_per_second=4, transient=True) as live:
             while True:
                 await asyncio.sleep(0.25)
                 live.update(self._render())
@@ -205,17 +210,24 @@ class Progress:
     def _render(self) -> object:
         from rich.progress_bar import ProgressBar
         from rich.table import Table
+        from rich.text import Text
+
+        from runner.escape import terminal
+
+        def row(*cells: object) -> None:
+            """A row of literal text: no rich markup (``[/]`` in a name), no control character (ESC) obeyed."""
+            table.add_row(*(c if isinstance(c, ProgressBar) else Text(terminal(str(c))) for c in cells))
 
         s = self.stats
         finished = s.finished()
         table = Table.grid(padding=(0, 2))
-        table.add_row(
+        row(
             ProgressBar(total=max(s.total, 1), completed=finished, width=40),
             f"{finished}/{s.total}",
             f"{s.rate():.1f} cells/s",
             f"ETA {_duration(s.eta_s())}",
         )
-        table.add_row(
+        row(
             f"retries {s.retries}",
             f"failed {s.failed}",
             f"tokens {s.input_tokens} in / {s.output_tokens} out",
@@ -223,14 +235,14 @@ class Progress:
         )
         for e in s.endpoints.values():
             limit = "no rpm limit" if e.requests_per_minute is None else f"{e.requests_per_minute} rpm"
-            table.add_row(
+            row(
                 f"  {e.name}",
                 f"in flight {e.gauge.in_flight}/{e.gauge.limit} (max {e.max_concurrency})",
                 limit,
                 f"done {e.done} failed {e.failed} 429s {e.rate_limited} {_endpoint_eta(e)}",
             )
             if e.last_failure is not None:
-                table.add_row("", f"last failure: {e.last_failure}", "", "")
+                row("", f"last failure: {e.last_failure}", "", "")
         return table
 
 
