@@ -381,3 +381,25 @@ def test_a_manifest_of_the_wrong_shape_is_a_one_line_error(key, value, stored, t
             _refused(commands[name], capsys, naming="manifest.json")
     finally:
         path.write_text(good)  # the suite's end-of-session check reads every manifest left behind
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("started_at", 5), ("started_at", "yesterday"), ("started_at", None), ("stopped_endpoints", "x")],
+)
+def test_a_session_of_the_wrong_shape_is_a_one_line_error(field, value, stored, tmp_path, capsys):
+    """A session's ``started_at`` that is no ISO time ended ``export`` in a traceback, a ``stopped_endpoints``
+    that is no table ended ``status`` in one."""
+    import json
+
+    scene = Scene(stored, tmp_path)
+    path = scene.run / "manifest.json"
+    good = path.read_text()
+    manifest = json.loads(good)
+    manifest["sessions"][-1][field] = value
+    path.write_text(json.dumps(manifest))
+    try:
+        for name in ("status", "export"):
+            _refused(scene.commands()[name], capsys, naming=f"manifest.json: sessions[0].{field}")
+    finally:
+        path.write_text(good)  # the suite's end-of-session check reads every manifest left behind

@@ -28,6 +28,7 @@ import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -212,6 +213,14 @@ _MANIFEST_FIELDS: dict[str, tuple[type, ...]] = {
     "determinism_probe": (dict,),
     "sessions": (list,),
 }
+# Each session's fields that later stages read (export dates rows by ``started_at``; status lists the stops).
+_SESSION_FIELDS: dict[str, tuple[type, ...]] = {
+    "started_at": (str,),
+    "ended_at": (str, type(None)),
+    "stopped_endpoints": (dict, type(None)),
+    "served_models": (dict, type(None)),
+    "versions": (dict, type(None)),
+}
 
 
 def _check_manifest(manifest: dict[str, Any], path: Path) -> None:
@@ -221,12 +230,24 @@ def _check_manifest(manifest: dict[str, Any], path: Path) -> None:
         shown = type(value).__name__
         return RunDirError(f"{path}: {key} is of type {shown}, not {what}; this manifest was not written by hofcat")
 
-    for key, kinds in _MANIFEST_FIELDS.items():
-        if key in manifest and not isinstance(manifest[key], kinds):
-            raise bad(key, manifest[key], " or ".join("null" if k is type(None) else k.__name__ for k in kinds))
+    def check_fields(table: dict[str, Any], fields: dict[str, tuple[type, ...]], prefix: str = "") -> None:
+        for key, kinds in fields.items():
+            if key in table and not isinstance(table[key], kinds):
+                what = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+                raise bad(prefix + key, table[key], what)
+
+    check_fields(manifest, _MANIFEST_FIELDS)
     for i, session in enumerate(manifest.get("sessions", [])):
         if not isinstance(session, dict):
             raise bad(f"sessions[{i}]", session, "a table")
+        check_fields(session, _SESSION_FIELDS, f"sessions[{i}].")
+        try:  # every session hofcat records starts with its start time
+            datetime.fromisoformat(session["started_at"])
+        except (KeyError, ValueError) as exc:
+            shown = "missing" if isinstance(exc, KeyError) else repr(session["started_at"][:80])
+            raise RunDirError(
+                f"{path}: sessions[{i}].started_at is {shown}, not an ISO time; this manifest was not written by hofcat"
+            ) from None
     for name, probe in manifest.get("determinism_probe", {}).items():
         if not isinstance(probe, dict):
             raise bad(f"determinism_probe.{str(name)[:80]}", probe, "a table")
