@@ -403,3 +403,21 @@ def test_a_session_of_the_wrong_shape_is_a_one_line_error(field, value, stored, 
             _refused(scene.commands()[name], capsys, naming=f"manifest.json: sessions[0].{field}")
     finally:
         path.write_text(good)  # the suite's end-of-session check reads every manifest left behind
+
+
+def test_a_part_of_another_dataset_in_a_datasets_folder_is_refused_by_name(stored, tmp_path, capsys):
+    """A prompts part copied over a responses part (no ``cell_key``) ended status, export, analyze and repair in
+    a KeyError or IndexError traceback; a responses part over an answers part ended reparse in one."""
+    scene = Scene(stored, tmp_path)
+    layout = RunDir(scene.run)
+    responses = layout.part("responses", layout.parts("responses")[0])
+    shutil.copy(layout.part("prompts", layout.parts("prompts")[0]), responses)
+    commands = scene.commands()
+    for name in ("status", "export", "repair"):
+        _refused(commands[name], capsys, naming=f"{responses.name} has no cell_key column")
+    shutil.copy(RunDir(stored).part("responses", layout.parts("responses")[0]), responses)  # put back
+    answers = layout.part("answers", layout.parts("answers")[1])
+    shutil.copy(layout.part("responses", layout.parts("responses")[1]), answers)
+    capsys.readouterr()
+    assert main(commands["reparse"]) == 0  # a part no parser wrote is parsed again, from its responses
+    assert "1 answers parts rewritten (were unknown)" in capsys.readouterr().err

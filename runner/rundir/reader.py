@@ -103,11 +103,18 @@ def _where(path: Path) -> str:
 
 def read_part(path: Path, columns: Iterable[str] | None = None, key_column: str | None = None) -> pa.Table:
     """One committed part (``columns`` of it), its page checksums and key digest verified; ``RunDirError``
-    naming the file when it is truncated, junk, or a byte of it changed."""
+    naming the file when it is truncated, junk, a byte of it changed, or it lacks its dataset's ``key_column``."""
     cols = None if columns is None else list(columns)
     try:
         # ParquetFile, not read_table: read_table imports pyarrow.dataset, and with it pandas (~0.3 s at start-up)
         with pq.ParquetFile(pa.BufferReader(_bytes_of(path)), page_checksum_verification=True) as part:
+            # a requested column a part lacks is skipped (older parts), but never the key: a file without it is
+            # another dataset's part (a prompts part in responses/), and every caller indexes by the key
+            if key_column is not None and key_column not in part.schema_arrow.names:
+                raise RunDirError(
+                    f"part {_where(path)} has no {key_column} column: it is not a {path.parent.name} part; "
+                    "move the file away"
+                )
             data = part.read(columns=cols)
     except _PARQUET_ERRORS as exc:
         raise _unreadable(path, exc, "Parquet") from None
@@ -374,7 +381,8 @@ def answers_parser_version(path: Path) -> str | None:
     metadata, _ = part_footer(path)
     if b"hofcat.parser_version" in metadata:
         return metadata[b"hofcat.parser_version"].decode("utf-8", "replace")
-    versions = set(read_part(path, ["parser_version"]).column(0).to_pylist())
+    rows = read_part(path, ["parser_version"], KEY_COLUMNS["answers"])
+    versions = set(rows.column(0).to_pylist()) if rows.num_columns else set()  # none: not a parser's part
     return versions.pop() if len(versions) == 1 else None
 
 
