@@ -421,3 +421,15 @@ def test_a_part_of_another_dataset_in_a_datasets_folder_is_refused_by_name(store
     capsys.readouterr()
     assert main(commands["reparse"]) == 0  # a part no parser wrote is parsed again, from its responses
     assert "1 answers parts rewritten (were unknown)" in capsys.readouterr().err
+
+
+def test_a_run_directory_path_that_is_not_utf8_is_refused_before_any_write(stored, tmp_path, capsys):
+    """Arrow and Polars take paths as UTF-8: ``export`` and ``analyze`` of ``run\\xff`` ended in a
+    UnicodeEncodeError or TypeError traceback, and ``run`` would have failed only at its first flush."""
+    run = Path(os.fsdecode(bytes(tmp_path) + b"/run\xff"))
+    shutil.copytree(stored, run, symlinks=True)
+    assert main(["status", str(run)]) == 0  # reading needs no UTF-8 path
+    spec = str(stored.parent / "spec.toml")
+    for argv in (["export", str(run)], ["analyze", str(run)], ["run", spec, "--out", str(run)]):
+        _refused(argv, capsys, naming="run\\xff: the path is not UTF-8")
+    _refused(["export", str(stored), "--out", str(run / "x.parquet")], capsys, naming="--out")
