@@ -181,3 +181,9 @@ def test_score_constants_that_cannot_score_are_one_line_errors(constants: str, m
     assert main(["score", "--means", means, "--reference", "hofstede-2015", "--constants", constants]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"hofcat score: error: --constants: {message}"
+
+
+def test_score_means_that_is_a_folder_is_named_as_such(tmp_path: Path, capsys) -> None:
+    """A folder given as --means was reported as ``no such file``."""
+    assert main(["score", "--means", str(tmp_path), "--reference", "hofstede-2015"]) == 2
+    assert capsys.readouterr().err.startswith(f"hofcat score: error: {tmp_path}: is not a regular file")

@@ -43,8 +43,9 @@ class MeansTable:
 def read_means(path: str | Path, reference: ReferenceSet) -> MeansTable:
     """Read and validate ``path``; countries resolve (aliases allowed) against ``reference``."""
     path = Path(path)
-    if not path.is_file():
-        raise InputFileError(path, None, None, "no such file", "a CSV group,country,question,mean[,std,n]")
+    if not path.is_file():  # a folder or a FIFO exists: "no such file" would send the user looking elsewhere
+        problem = "is not a regular file" if path.exists() else "no such file"
+        raise InputFileError(path, None, None, problem, "a CSV group,country,question,mean[,std,n]")
     cells: dict[str, dict[str, dict[int, tuple[float, float, float, int]]]] = {}
     reader = csv.reader(io.StringIO(read_csv_text(path, max_bytes=MAX_BYTES, expected="a means CSV"), newline=""))
     try:
