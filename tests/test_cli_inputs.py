@@ -12,6 +12,7 @@ import pytest
 from _runner_support import spec_text
 from runner.cli import main
 from runner.errors import SpecError
+from runner.survey.paths import EXAMPLES_DIR
 from runner.sweep.spec import MAX_CONCURRENCY, load_spec, parse_spec, spec_from_dict
 
 BASE = "http://127.0.0.1:9/v1"  # nothing listens: no case here may send anything
@@ -90,6 +91,10 @@ PROBE = ["probe", "--base-url", BASE, "--model", "m"]
         (PROBE, "--seed", "x"),
         (["demo", "--out", "OUT"], "--seeds", str(10**30)),
         (["demo", "--out", "OUT"], "--seed", "-3"),
+        (["run", "spec.toml", "--out", "OUT"], "--log-every", "0"),  # 0 or less printed progress in a busy loop
+        (["run", "spec.toml", "--out", "OUT"], "--log-every", "-5"),
+        (["run", "spec.toml", "--out", "OUT"], "--log-every", "nan"),  # NaN never printed at all
+        (["run", "spec.toml", "--out", "OUT"], "--log-every", "inf"),
     ],
 )
 def test_numeric_options_out_of_range_are_usage_errors(
@@ -161,3 +166,24 @@ def test_every_spec_key_given_a_hostile_value_is_valid_or_a_short_spec_error(val
         except SpecError as exc:
             message = str(exc)
             assert "\n" not in message.strip() and len(message) < 1000, (path, message[:300])
+
+
+@pytest.mark.parametrize(
+    ("constants", "message"),
+    [
+        ("pdi=1e999", "'1e999' (for pdi) is not a finite number"),
+        ("pdi=nan", "'nan' (for pdi) is not a finite number"),
+        ("pdi=1,PDI=2", "pdi is given twice"),  # the later one used to win silently
+    ],
+)
+def test_score_constants_that_cannot_score_are_one_line_errors(constants: str, message: str, capsys) -> None:
+    means = str(EXAMPLES_DIR / "cat_v2_table5_gpt35.csv")
+    assert main(["score", "--means", means, "--reference", "hofstede-2015", "--constants", constants]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"hofcat score: error: --constants: {message}"
+
+
+def test_score_means_that_is_a_folder_is_named_as_such(tmp_path: Path, capsys) -> None:
+    """A folder given as --means was reported as ``no such file``."""
+    assert main(["score", "--means", str(tmp_path), "--reference", "hofstede-2015"]) == 2
+    assert capsys.readouterr().err.startswith(f"hofcat score: error: {tmp_path}: is not a regular file")

@@ -381,3 +381,55 @@ def test_a_manifest_of_the_wrong_shape_is_a_one_line_error(key, value, stored, t
             _refused(commands[name], capsys, naming="manifest.json")
     finally:
         path.write_text(good)  # the suite's end-of-session check reads every manifest left behind
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("started_at", 5), ("started_at", "yesterday"), ("started_at", None), ("stopped_endpoints", "x")],
+)
+def test_a_session_of_the_wrong_shape_is_a_one_line_error(field, value, stored, tmp_path, capsys):
+    """A session's ``started_at`` that is no ISO time ended ``export`` in a traceback, a ``stopped_endpoints``
+    that is no table ended ``status`` in one."""
+    import json
+
+    scene = Scene(stored, tmp_path)
+    path = scene.run / "manifest.json"
+    good = path.read_text()
+    manifest = json.loads(good)
+    manifest["sessions"][-1][field] = value
+    path.write_text(json.dumps(manifest))
+    try:
+        for name in ("status", "export"):
+            _refused(scene.commands()[name], capsys, naming=f"manifest.json: sessions[0].{field}")
+    finally:
+        path.write_text(good)  # the suite's end-of-session check reads every manifest left behind
+
+
+def test_a_part_of_another_dataset_in_a_datasets_folder_is_refused_by_name(stored, tmp_path, capsys):
+    """A prompts part copied over a responses part (no ``cell_key``) ended status, export, analyze and repair in
+    a KeyError or IndexError traceback; a responses part over an answers part ended reparse in one."""
+    scene = Scene(stored, tmp_path)
+    layout = RunDir(scene.run)
+    responses = layout.part("responses", layout.parts("responses")[0])
+    shutil.copy(layout.part("prompts", layout.parts("prompts")[0]), responses)
+    commands = scene.commands()
+    for name in ("status", "export", "repair"):
+        _refused(commands[name], capsys, naming=f"{responses.name} has no cell_key column")
+    shutil.copy(RunDir(stored).part("responses", layout.parts("responses")[0]), responses)  # put back
+    answers = layout.part("answers", layout.parts("answers")[1])
+    shutil.copy(layout.part("responses", layout.parts("responses")[1]), answers)
+    capsys.readouterr()
+    assert main(commands["reparse"]) == 0  # a part no parser wrote is parsed again, from its responses
+    assert "1 answers parts rewritten (were unknown)" in capsys.readouterr().err
+
+
+def test_a_run_directory_path_that_is_not_utf8_is_refused_before_any_write(stored, tmp_path, capsys):
+    """Arrow and Polars take paths as UTF-8: ``export`` and ``analyze`` of ``run\\xff`` ended in a
+    UnicodeEncodeError or TypeError traceback, and ``run`` would have failed only at its first flush."""
+    run = Path(os.fsdecode(bytes(tmp_path) + b"/run\xff"))
+    shutil.copytree(stored, run, symlinks=True)
+    assert main(["status", str(run)]) == 0  # reading needs no UTF-8 path
+    spec = str(stored.parent / "spec.toml")
+    for argv in (["export", str(run)], ["analyze", str(run)], ["run", spec, "--out", str(run)]):
+        _refused(argv, capsys, naming="run\\xff: the path is not UTF-8")
+    _refused(["export", str(stored), "--out", str(run / "x.parquet")], capsys, naming="--out")

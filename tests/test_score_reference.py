@@ -151,12 +151,31 @@ def test_user_csv_keeps_missing_values_and_unknown_names(tmp_path):
         ("country,pdi,idv,mas,uai,lto,ivr\nUSA,1,2,x3,4,5,6\n", r"mine.csv:2: column 'mas': 'x3' is not a number"),
         ("country,pdi,idv,mas,uai,lto,ivr\nUSA,1,2,3,4,5,6\nus,1,2,3,4,5,6\n", r"mine.csv:3: column 'country'.*line 2"),
         ("country,pdi,idv,mas,uai,lto,ivr\n,1,2,3,4,5,6\n", r"mine.csv:2: column 'country': empty"),
+        # a second PDI column used to replace the first silently
+        ("country,pdi,idv,mas,uai,lto,ivr,PDI\nUSA,1,2,3,4,5,6,7\n", r"mine.csv:1: column 'pdi': column given twice"),
+        ("country,pdi,idv,mas,uai,lto,ivr\nUSA,1\n", r"mine.csv:2: 2 fields \(expected 7"),  # was six NaN scores
+        ("country,pdi,idv,mas,uai,lto,ivr\nUSA,1,2,3,4,5,6,7\n", r"mine.csv:2: 8 fields"),  # was a dropped 7
+        ("country,pdi,idv,mas,uai,lto,ivr\nUSA," + "1" * 200_000 + ",2,3,4,5,6\n", r"mine.csv:2: not a readable CSV"),
     ],
 )
 def test_user_csv_errors_are_located(tmp_path, text, match):
     path = tmp_path / "mine.csv"
     path.write_text(text)
     with pytest.raises(InputFileError, match=match):
+        load_reference(path)
+
+
+def test_user_csv_blank_lines_are_skipped(tmp_path):
+    path = tmp_path / "mine.csv"
+    path.write_text("country,pdi,idv,mas,uai,lto,ivr\n\nUSA,1,2,3,4,5,6\n\n")
+    assert load_reference(path).countries == ("U.S.A.",)
+
+
+def test_user_csv_that_is_not_utf8_is_located(tmp_path):
+    """A Latin-1 reference CSV ended ``hofcat score`` in a UnicodeDecodeError traceback."""
+    path = tmp_path / "mine.csv"
+    path.write_bytes(b"country,pdi\nCura\xe7ao,1\n")
+    with pytest.raises(InputFileError, match=r"mine.csv:2: byte 0xe7 is not UTF-8"):
         load_reference(path)
 
 

@@ -7,11 +7,12 @@ deep inside a library as a traceback; these refuse it at parse time with a one-l
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 
 from runner.sweep.spec import INT32_MAX, INT64_MAX
 
-__all__ = ["INT32_MAX", "INT64_MAX", "bounded_int", "port", "positive_int", "seed"]
+__all__ = ["INT32_MAX", "INT64_MAX", "bounded_int", "port", "positive_int", "positive_seconds", "seed"]
 
 
 def bounded_int(low: int, high: int) -> Callable[[str], int]:
@@ -33,3 +34,17 @@ def bounded_int(low: int, high: int) -> Callable[[str], int]:
 positive_int = bounded_int(1, INT64_MAX)  # counts and limits: what the store's int64 columns hold
 port = bounded_int(0, 65535)  # 0: the system picks a free port
 seed = bounded_int(0, INT64_MAX)  # every seed is stored as int64 and fed to numpy's SeedSequence
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse ``type``: a finite number of seconds above 0 (0 or less would print in a busy loop, NaN never)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number of seconds above 0")
+    return value
+
+
+positive_seconds.__name__ = "seconds"  # argparse names the type in its own messages

@@ -20,15 +20,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--retry-failed", action="store_true", help="also retry the cells that exhausted their retries in earlier runs"
     )
+    from runner.commands._args import positive_int, positive_seconds
+
     parser.add_argument(
         "--log-every",
         metavar="SECONDS",
-        type=float,
+        type=positive_seconds,
         default=60.0,
         help="seconds between progress lines when stderr is not a terminal (default 60)",
     )
-    from runner.commands._args import positive_int
-
     parser.add_argument(
         "--limit",
         metavar="N",

@@ -26,6 +26,7 @@ from typing import IO
 from runner.errors import InputError, RunDirError
 
 __all__ = [
+    "arrow_path",
     "checked",
     "clear_temp",
     "create_new",
@@ -175,6 +176,19 @@ def store_error(exc: OSError, what: str) -> RunDirError:
     return RunDirError(f"{what}: {reason}" + (f" ({exc.filename})" if exc.filename else ""))
 
 
+def arrow_path(path: Path, what: str) -> Path:
+    """``path`` if Arrow and Polars can write under it, else an ``InputError`` naming it and ``what`` it is.
+
+    They take paths as UTF-8: a name of other bytes (which Python keeps as surrogates) failed inside them with a
+    traceback, in ``hofcat run`` only at the first flush, after requests were sent."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        raise InputError(f"{what} {shown}: the path is not UTF-8; hofcat's Parquet writers need UTF-8 paths") from None
+    return path
+
+
 def output_file(target: Path) -> Path:
     """``--out``: a new file or a regular file to replace; a directory, a link or a special file (a FIFO, a
     device such as /dev/stdout) is refused, since replacing it would remove or bypass what it is."""
@@ -197,6 +211,7 @@ def output_file(target: Path) -> Path:
 def written_beside(target: Path) -> Iterator[Path]:
     """A new temp file beside ``target`` (never a link: created exclusively), renamed onto it when the block
     succeeds, removed when it fails."""
+    arrow_path(target, "--out")
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp")
     try:

@@ -28,6 +28,7 @@ import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -102,11 +103,18 @@ def _where(path: Path) -> str:
 
 def read_part(path: Path, columns: Iterable[str] | None = None, key_column: str | None = None) -> pa.Table:
     """One committed part (``columns`` of it), its page checksums and key digest verified; ``RunDirError``
-    naming the file when it is truncated, junk, or a byte of it changed."""
+    naming the file when it is truncated, junk, a byte of it changed, or it lacks its dataset's ``key_column``."""
     cols = None if columns is None else list(columns)
     try:
         # ParquetFile, not read_table: read_table imports pyarrow.dataset, and with it pandas (~0.3 s at start-up)
         with pq.ParquetFile(pa.BufferReader(_bytes_of(path)), page_checksum_verification=True) as part:
+            # a requested column a part lacks is skipped (older parts), but never the key: a file without it is
+            # another dataset's part (a prompts part in responses/), and every caller indexes by the key
+            if key_column is not None and key_column not in part.schema_arrow.names:
+                raise RunDirError(
+                    f"part {_where(path)} has no {key_column} column: it is not a {path.parent.name} part; "
+                    "move the file away"
+                )
             data = part.read(columns=cols)
     except _PARQUET_ERRORS as exc:
         raise _unreadable(path, exc, "Parquet") from None
@@ -212,6 +220,14 @@ _MANIFEST_FIELDS: dict[str, tuple[type, ...]] = {
     "determinism_probe": (dict,),
     "sessions": (list,),
 }
+# Each session's fields that later stages read (export dates rows by ``started_at``; status lists the stops).
+_SESSION_FIELDS: dict[str, tuple[type, ...]] = {
+    "started_at": (str,),
+    "ended_at": (str, type(None)),
+    "stopped_endpoints": (dict, type(None)),
+    "served_models": (dict, type(None)),
+    "versions": (dict, type(None)),
+}
 
 
 def _check_manifest(manifest: dict[str, Any], path: Path) -> None:
@@ -221,12 +237,24 @@ def _check_manifest(manifest: dict[str, Any], path: Path) -> None:
         shown = type(value).__name__
         return RunDirError(f"{path}: {key} is of type {shown}, not {what}; this manifest was not written by hofcat")
 
-    for key, kinds in _MANIFEST_FIELDS.items():
-        if key in manifest and not isinstance(manifest[key], kinds):
-            raise bad(key, manifest[key], " or ".join("null" if k is type(None) else k.__name__ for k in kinds))
+    def check_fields(table: dict[str, Any], fields: dict[str, tuple[type, ...]], prefix: str = "") -> None:
+        for key, kinds in fields.items():
+            if key in table and not isinstance(table[key], kinds):
+                what = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+                raise bad(prefix + key, table[key], what)
+
+    check_fields(manifest, _MANIFEST_FIELDS)
     for i, session in enumerate(manifest.get("sessions", [])):
         if not isinstance(session, dict):
             raise bad(f"sessions[{i}]", session, "a table")
+        check_fields(session, _SESSION_FIELDS, f"sessions[{i}].")
+        try:  # every session hofcat records starts with its start time
+            datetime.fromisoformat(session["started_at"])
+        except (KeyError, ValueError) as exc:
+            shown = "missing" if isinstance(exc, KeyError) else repr(session["started_at"][:80])
+            raise RunDirError(
+                f"{path}: sessions[{i}].started_at is {shown}, not an ISO time; this manifest was not written by hofcat"
+            ) from None
     for name, probe in manifest.get("determinism_probe", {}).items():
         if not isinstance(probe, dict):
             raise bad(f"determinism_probe.{str(name)[:80]}", probe, "a table")
@@ -353,7 +381,8 @@ def answers_parser_version(path: Path) -> str | None:
     metadata, _ = part_footer(path)
     if b"hofcat.parser_version" in metadata:
         return metadata[b"hofcat.parser_version"].decode("utf-8", "replace")
-    versions = set(read_part(path, ["parser_version"]).column(0).to_pylist())
+    rows = read_part(path, ["parser_version"], KEY_COLUMNS["answers"])
+    versions = set(rows.column(0).to_pylist()) if rows.num_columns else set()  # none: not a parser's part
     return versions.pop() if len(versions) == 1 else None
 
 

@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from runner.errors import RunDirError
-from runner.rundir.guard import checked, clear_temp, create_new, ensure_dir, store_error
+from runner.rundir.guard import arrow_path, checked, clear_temp, create_new, ensure_dir, store_error
 from runner.rundir.layout import DATASETS, RunDir, part_id, part_number
 from runner.rundir.lock import locked
 from runner.rundir.reader import DIGEST_KEY, KEY_COLUMNS, column, key_digest, read_manifest
@@ -143,7 +143,7 @@ class RunWriter:
         cells: the manifest then takes this spec and keeps every spec in ``spec_history``. Without ``grow``, or
         for a directory holding parts without a manifest, ``RunDirError``.
         """
-        layout = RunDir(Path(run_dir))
+        layout = RunDir(arrow_path(Path(run_dir), "run directory"))  # before a request is sent
         try:
             layout.root.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
@@ -188,6 +188,7 @@ class RunWriter:
         layout = RunDir(Path(run_dir))
         if not layout.root.is_dir():
             raise RunDirError(f"{layout.root}: no such run directory")
+        arrow_path(layout.root, "run directory")
         with locked(layout) as fd:
             manifest = read_manifest(layout.root) if layout.manifest.exists() else None
             writer = cls(layout, fd, manifest, batch_rows=1, seen_prompts=set())  # adds no rows: no sweep

@@ -21,6 +21,7 @@ So indices equal in exact arithmetic are bitwise equal, and every index is withi
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
@@ -223,10 +224,14 @@ def parse_constants(text: str) -> dict[str, float]:
         dim = dim.strip().lower()
         if not sep or dim not in DIMENSIONS:
             raise InputError(f"--constants: {part!r} is not DIM=NUMBER with DIM one of {', '.join(DIMENSIONS)}")
+        if dim in out:  # the later one would silently win
+            raise InputError(f"--constants: {dim} is given twice")
         try:
             out[dim] = float(value)
         except ValueError:
             raise InputError(f"--constants: {value.strip()!r} (for {dim}) is not a number") from None
+        if not math.isfinite(out[dim]):  # an index of inf or NaN scores nothing
+            raise InputError(f"--constants: {value.strip()!r} (for {dim}) is not a finite number")
     return out
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from runner.errors import InputFileError, UnknownCountryError
+from runner.survey.csvtext import read_csv_text
 from runner.survey.dimensions import QUESTIONS
 from runner.survey.reference import ReferenceSet
 
@@ -42,10 +43,11 @@ class MeansTable:
 def read_means(path: str | Path, reference: ReferenceSet) -> MeansTable:
     """Read and validate ``path``; countries resolve (aliases allowed) against ``reference``."""
     path = Path(path)
-    if not path.is_file():
-        raise InputFileError(path, None, None, "no such file", "a CSV group,country,question,mean[,std,n]")
+    if not path.is_file():  # a folder or a FIFO exists: "no such file" would send the user looking elsewhere
+        problem = "is not a regular file" if path.exists() else "no such file"
+        raise InputFileError(path, None, None, problem, "a CSV group,country,question,mean[,std,n]")
     cells: dict[str, dict[str, dict[int, tuple[float, float, float, int]]]] = {}
-    reader = csv.reader(io.StringIO(_text(path), newline=""))
+    reader = csv.reader(io.StringIO(read_csv_text(path, max_bytes=MAX_BYTES, expected="a means CSV"), newline=""))
     try:
         header = [h.strip().lower() for h in next(reader, [])]
         _check_header(path, header)
@@ -92,24 +94,6 @@ def read_means(path: str | Path, reference: ReferenceSet) -> MeansTable:
 
 
 MAX_BYTES = 64 * 2**20  # a means file holds one short row per group × country × question
-
-
-def _text(path: Path) -> str:
-    """The file as text: UTF-8 (a BOM allowed), at most ``MAX_BYTES``; else an error naming the line."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise InputFileError(path, None, None, f"{size} bytes", f"a means CSV of at most {MAX_BYTES} bytes")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputFileError(path, None, None, f"cannot be read ({exc.strerror})") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise InputFileError(
-            path, line, None, f"byte 0x{data[exc.start]:02x} is not UTF-8 text", "a UTF-8 encoded CSV"
-        ) from None
 
 
 def _check_header(path: Path, header: list[str]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import io
 import math
 import re
 import tomllib
@@ -20,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from runner.errors import InputFileError, UnknownCountryError, UnknownReferenceError
+from runner.survey.csvtext import read_csv_text
 from runner.survey.dimensions import DIMENSIONS
 from runner.survey.paths import DATA_DIR
 
@@ -34,6 +36,7 @@ __all__ = [
 
 REFERENCE_DIR = DATA_DIR / "reference"
 _MISSING = {"", "#null!", "na", "nan", "null", "none"}
+MAX_REFERENCE_BYTES = 16 * 2**20  # one short row per country: a few KB in practice
 _HOFSTEDE_COLUMNS = {"pdi": "pdi", "idv": "idv", "mas": "mas", "uai": "uai", "lto": "ltowvs", "ivr": "ivr"}
 
 
@@ -231,20 +234,21 @@ def _hofstede_rows(path: Path) -> list[dict[str, str]]:
 
 def _read_plain(path: Path, *, resolve: bool) -> tuple[list[str], np.ndarray]:
     """A ``country,pdi,…,ivr`` CSV; names resolved through aliases (shipped) or, if unknown, kept (user)."""
-    with path.open(newline="", encoding="utf-8-sig") as fh:
-        reader = csv.DictReader(fh)
-        header = [h.strip().lower() for h in (reader.fieldnames or [])]
-        missing = [c for c in ("country", *DIMENSIONS) if c not in header]
-        if missing:
-            raise InputFileError(
-                path, 1, missing[0], f"header {header} lacks {missing}", "columns country,pdi,idv,mas,uai,lto,ivr"
-            )
-        countries: list[str] = []
-        rows: list[list[float]] = []
+    text = read_csv_text(path, max_bytes=MAX_REFERENCE_BYTES, expected="a reference CSV")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    countries: list[str] = []
+    rows: list[list[float]] = []
+    try:
+        header = [h.strip().lower() for h in next(reader, [])]
+        _check_reference_header(path, header)
+        col = {name: header.index(name) for name in ("country", *DIMENSIONS)}
         seen: dict[str, int] = {}
         for line, raw in enumerate(reader, start=2):
-            row = {k.strip().lower(): (v or "").strip() for k, v in raw.items() if k is not None}
-            name = row["country"]
+            if not any(field.strip() for field in raw):
+                continue
+            if len(raw) != len(header):  # a short row would read as missing scores, a long one lose its tail
+                raise InputFileError(path, line, None, f"{len(raw)} fields", f"{len(header)} fields as in the header")
+            name = raw[col["country"]].strip()
             if not name:
                 raise InputFileError(path, line, "country", "empty country name")
             try:
@@ -256,8 +260,22 @@ def _read_plain(path: Path, *, resolve: bool) -> tuple[list[str], np.ndarray]:
                 raise InputFileError(path, line, "country", f"{name!r} already given on line {seen[name]}")
             seen[name] = line
             countries.append(name)
-            rows.append([_number(path, line, d, row[d]) for d in DIMENSIONS])
+            rows.append([_number(path, line, d, raw[col[d]].strip()) for d in DIMENSIONS])
+    except csv.Error as exc:  # a field over the csv module's limit: located, one line
+        raise InputFileError(path, reader.line_num, None, f"not a readable CSV row ({exc})") from None
     return countries, np.array(rows, dtype=np.float64).reshape(-1, len(DIMENSIONS))
+
+
+def _check_reference_header(path: Path, header: list[str]) -> None:
+    """Every score column present, none twice (a second ``PDI`` would silently replace the first)."""
+    for i, name in enumerate(header):
+        if name and header.index(name) != i:
+            raise InputFileError(path, 1, name, "column given twice")
+    missing = [c for c in ("country", *DIMENSIONS) if c not in header]
+    if missing:
+        raise InputFileError(
+            path, 1, missing[0], f"header {header} lacks {missing}", "columns country,pdi,idv,mas,uai,lto,ivr"
+        )
 
 
 def _number(path: Path, line: int, column: str, text: str) -> float:
