@@ -54,6 +54,41 @@ def test_analyze_writes_tables_and_provenance(analysed_run):
     assert int(questions["status_ok"].sum() + questions["status_refusal"].sum()) == frame.height
 
 
+def test_analysis_keeps_the_reference_scores_it_ranked_against(analysed_run):
+    from runner.survey.reference import ReferenceSet, load_reference
+
+    run, _ = analysed_run
+    summary = json.loads((run / "analysis" / "summary.json").read_text())
+    stored = ReferenceSet.from_table(
+        summary["reference"], pl.read_parquet(run / "analysis" / "reference_scores.parquet")
+    )
+    shipped = load_reference("hofstede-2015")
+    assert stored.name == shipped.name and stored.countries == shipped.countries
+    np.testing.assert_array_equal(stored.values, shipped.values)  # NaN where unpublished, in the same places
+
+
+@pytest.mark.slow  # renders the report twice
+def test_report_reads_the_reference_from_the_run_directory_never_from_a_path_it_names(analysed_run, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "copy"
+    shutil.copytree(analysed_run[0], run, ignore=shutil.ignore_patterns("report"))
+    outside = tmp_path / "private.csv"  # a file of the machine showing the run, in the reference CSV's format
+    outside.write_text("country,pdi,idv,mas,uai,lto,ivr\nPRIVATE-ROW,1,2,3,4,5,6\n")
+    summary_path = run / "analysis" / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    summary["reference"]["name"] = str(outside)
+    summary_path.write_text(json.dumps(summary))
+    assert main(["report", str(run)]) == 0  # the stored scores are used: the path is not read
+    page = next((run / "report").glob("*.html")).read_text()
+    assert "PRIVATE-ROW" not in page
+    capsys.readouterr()
+    (run / "analysis" / "reference_scores.parquet").unlink()  # an analysis from before the table, or tampered
+    assert main(["report", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "run hofcat analyze again" in err and "PRIVATE-ROW" not in err and "Traceback" not in err
+
+
 def test_analyze_bad_run_dir(tmp_path, capsys):
     assert main(["analyze", str(tmp_path)]) == 2
     assert "no parsed-answers dataset" in capsys.readouterr().err

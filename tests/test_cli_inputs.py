@@ -95,6 +95,7 @@ PROBE = ["probe", "--base-url", BASE, "--model", "m"]
         (["run", "spec.toml", "--out", "OUT"], "--log-every", "-5"),
         (["run", "spec.toml", "--out", "OUT"], "--log-every", "nan"),  # NaN never printed at all
         (["run", "spec.toml", "--out", "OUT"], "--log-every", "inf"),
+        (["plan", "spec.toml"], "--show-prompts", "10001"),  # built and held before printing: bounded
     ],
 )
 def test_numeric_options_out_of_range_are_usage_errors(

@@ -188,6 +188,10 @@ def analyze_answers(answers: pl.LazyFrame, options: AnalysisOptions) -> tuple[di
     )
     tables["variance_partition"] = variance_partition(units, permutations=options.permutations, seed=options.seed)
     tables["variance_headline"] = partition_headline(tables["variance_partition"])
+    # the scores tau was computed against, kept with the analysis: the report reads them from the run directory,
+    # never from a path the run directory names (a user CSV may be gone, or a directory from elsewhere may name
+    # any file of the machine showing it)
+    tables["reference_scores"] = reference.table()
     families = adjust_families(tables)  # last: every family's table exists by now
     summary = {
         "reference": reference.to_dict(),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from runner.commands._args import positive_int
+from runner.commands._args import bounded_int
 
 if TYPE_CHECKING:
     from runner.sweep.plan import PlannedCell
@@ -15,6 +15,11 @@ NAME = "plan"
 HELP = "Count a spec's cells per factor, estimate tokens, cost and duration; show prompts; sends nothing."
 
 
+# Requests shown for reading: they are built and held before printing, so a K past this would make memory grow
+# with the plan; every request of a plan is what `hofcat run` sends and `hofcat export` lists afterwards.
+SHOW_PROMPTS_MAX = 10_000
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """SPEC, --json and --show-prompts K."""
     parser.add_argument("spec", metavar="SPEC", help="the sweep spec (TOML)")
@@ -22,10 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--show-prompts",
         metavar="K",
-        type=positive_int,
+        type=bounded_int(1, SHOW_PROMPTS_MAX),
         default=0,
-        help="also print the first K requests of the plan (dealt round-robin by endpoint, as `run --limit K` "
-        "sends them) exactly as they will be sent: URL, headers and body, without credentials",
+        help=f"also print the first K (at most {SHOW_PROMPTS_MAX:,}) requests of the plan (dealt round-robin by "
+        "endpoint, as `run --limit K` sends them) exactly as they will be sent: URL, headers and body, without "
+        "credentials",
     )
 
 

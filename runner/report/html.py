@@ -23,7 +23,7 @@ from runner.report.partition import partition_blocks, partition_headlines
 from runner.report.summary import alignment, asked, caveats, facts, headline, quality
 from runner.rundir import RunWriter, read_output_json
 from runner.survey.dimensions import DIMENSIONS
-from runner.survey.reference import load_reference
+from runner.survey.reference import ReferenceSet, load_reference, reference_names
 from runner.sweep.accounting import failed_for_good
 
 __all__ = ["render_report"]
@@ -205,10 +205,24 @@ def _render(out: RunWriter, summary: dict, facets: list[str] | None) -> Path:
         return _page(out, summary, facets)
 
 
+def _reference(root: Path, summary: dict) -> ReferenceSet:
+    """The reference set the analysis scored against, from its ``reference_scores`` table; an analysis written
+    before that table existed names a shipped set (a path it names is not read: ``InputError``)."""
+    about = summary["reference"]
+    stored = analysis_table(root, "reference_scores")
+    if stored.height:
+        return ReferenceSet.from_table(about, stored)
+    if about.get("name") in reference_names():
+        return load_reference(about["name"])
+    raise InputError(
+        f"{root}/analysis: the reference scores are not stored with this analysis; run hofcat analyze again"
+    )
+
+
 def _page(out: RunWriter, summary: dict, facets: list[str] | None) -> Path:
     root = out.run_dir
     factors = list(summary["design"]["factors"])
-    reference = load_reference(summary["reference"]["name"])
+    reference = _reference(root, summary)
     manifest = summary.get("run_manifest") or {}
     t = {name: analysis_table(root, name) for name in TABLES}
     if facets is None:

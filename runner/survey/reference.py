@@ -17,6 +17,7 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from runner.errors import InputFileError, UnknownCountryError, UnknownReferenceE
 from runner.survey.csvtext import read_csv_text
 from runner.survey.dimensions import DIMENSIONS
 from runner.survey.paths import DATA_DIR
+
+if TYPE_CHECKING:  # polars is imported where a table is made: the sweep imports this module, never polars
+    import polars as pl
 
 __all__ = [
     "DIMENSIONS",
@@ -92,6 +96,31 @@ class ReferenceSet:
     def to_dict(self) -> dict[str, object]:
         """Name, description and sources, for the provenance block of every output."""
         return {"name": self.name, "description": self.description, "sources": list(self.sources)}
+
+    def table(self) -> pl.DataFrame:
+        """The scores as a table: ``country`` and one float column per dimension (null where unpublished)."""
+        import polars as pl
+
+        columns = {
+            dim: pl.Series(dim, self.values[:, j], pl.Float64, nan_to_null=True) for j, dim in enumerate(DIMENSIONS)
+        }
+        return pl.DataFrame({"country": list(self.countries), **columns})
+
+    @classmethod
+    def from_table(cls, about: dict[str, Any], table: pl.DataFrame) -> ReferenceSet:
+        """The set ``table`` (written by ``table``) holds, named and described by ``about`` (``to_dict``'s)."""
+        import polars as pl
+
+        values = (
+            table.select(DIMENSIONS).cast(pl.Float64).fill_null(float("nan")).to_numpy().reshape(-1, len(DIMENSIONS))
+        )
+        return cls(
+            name=str(about.get("name")),
+            countries=tuple(table["country"].cast(pl.String).to_list()),
+            values=values,
+            description=str(about.get("description") or ""),
+            sources=tuple(str(s) for s in about.get("sources") or ()),
+        )
 
 
 def load_reference(name_or_csv: str | Path) -> ReferenceSet:
