@@ -100,6 +100,21 @@ def test_missing_key_variable_is_a_spec_error_naming_the_variable(tmp_path: Path
     assert "api_key_env = 'HOFCAT_UNSET_VARIABLE_X'" in done.stderr and not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("key", ["sk-abc123\n", "sk-abc\r\n123", " sk-abc123", "sk-abc\t123", "sk-abc\x7f123"])
+def test_a_key_that_cannot_go_in_a_header_is_a_spec_error_that_never_shows_it(key: str, monkeypatch) -> None:
+    from runner.errors import SpecError
+    from runner.sweep.request import api_key_for
+    from runner.sweep.spec import parse_spec
+
+    monkeypatch.setenv("HOFCAT_TEST_PASTED_KEY", key)
+    spec = parse_spec(spec_text("http://127.0.0.1:9/v1", endpoint={"api_key_env": "HOFCAT_TEST_PASTED_KEY"}))
+    with pytest.raises(SpecError, match=r"HOFCAT_TEST_PASTED_KEY.*control character") as raised:
+        api_key_for(spec.endpoints[0])
+    assert "abc" not in str(raised.value)  # no piece of the key in the message
+    monkeypatch.setenv("HOFCAT_TEST_PASTED_KEY", key.strip().replace("\r\n", "").replace("\t", "").replace("\x7f", ""))
+    assert api_key_for(spec.endpoints[0]) == "sk-abc123"  # the same key pasted cleanly is taken as it is
+
+
 # A 36-character key, as OpenAI's project keys look: long enough that a 300-character cut used to keep 21-30
 # of its characters, and a server may echo any piece of it.
 LONG_KEY = "sk-proj-7Hq2Lw9Zt4Xb8Nc3Vm6Rk1Jp5Yd0Ue"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import unicodedata
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -76,13 +77,24 @@ def api_key_for(endpoint: EndpointConfig, source: str = "spec") -> str | None:
     """
     if endpoint.api_key_env is None:
         conventional = conventional_key_env(endpoint)
-        return (os.environ.get(conventional) or None) if conventional else None
+        key = (os.environ.get(conventional) or None) if conventional else None
+        return _sendable(key, f"{source}: endpoints.{endpoint.name}: the key in ${conventional}")
     key = os.environ.get(endpoint.api_key_env)
     if not key:
         raise SpecError(
             f"{source}: endpoints.{endpoint.name}.api_key_env = {endpoint.api_key_env!r}: "
             "must name a set, non-empty environment variable"
         )
+    return _sendable(key, f"{source}: endpoints.{endpoint.name}.api_key_env = {endpoint.api_key_env!r}: its key")
+
+
+def _sendable(key: str | None, where: str) -> str | None:
+    """``key`` when it can go in an HTTP header as it is; else a ``SpecError`` at ``where`` that never shows it.
+
+    A line break, tab or other control character (a key pasted with its newline) would fail every request of
+    the sweep, one by one, as a header error; blanks at its ends are the same paste and no provider's key."""
+    if key is not None and (key != key.strip() or any(unicodedata.category(c) == "Cc" for c in key)):
+        raise SpecError(f"{where} holds a line break, tab, other control character or blank at its ends; set it again")
     return key
 
 
