@@ -118,12 +118,7 @@ def read_part(path: Path, columns: Iterable[str] | None = None, key_column: str 
                 )
             # a column hofcat never wrote: the footer's names are not covered by any checksum, so a changed byte
             # there renames a column, which every reader by name would miss (found by the fuzz test: an export)
-            known = _SCHEMAS.get(path.parent.name)
-            if known is not None and (unknown := next((n for n in names if known.get_field_index(n) < 0), None)):
-                raise RunDirError(
-                    f"part {_where(path)} is corrupt (a column hofcat does not write: {unknown[:80]!r}); move the "
-                    "file away and rerun to redo its cells"
-                )
+            _check_names(path, names)
             data = part.read(columns=cols)
     except _PARQUET_ERRORS as exc:
         raise _unreadable(path, exc, "Parquet") from None
@@ -188,9 +183,22 @@ def part_schema(path: Path) -> pa.Schema:
     """The Arrow schema of a committed part (from its footer); ``RunDirError`` naming a corrupt one."""
     try:
         with _open(path) as fh, pq.ParquetFile(fh) as part:
-            return part.schema_arrow
+            schema = part.schema_arrow
     except _PARQUET_ERRORS as exc:
         raise _unreadable(path, exc, "Parquet footer") from None
+    _check_names(path, schema.names)
+    return schema
+
+
+def _check_names(path: Path, names: list[str]) -> None:
+    """``RunDirError`` naming a part of a known dataset that holds a column hofcat never writes: no checksum covers
+    the footer's names, so a changed byte there renames a column that every reader by name would miss."""
+    known = _SCHEMAS.get(path.parent.name)
+    if known is not None and (unknown := next((n for n in names if known.get_field_index(n) < 0), None)):
+        raise RunDirError(
+            f"part {_where(path)} is corrupt (a column hofcat does not write: {unknown[:80]!r}); move the "
+            "file away and rerun to redo its cells"
+        )
 
 
 def _layout(run_dir: str | Path | RunDir) -> RunDir:
