@@ -15,7 +15,10 @@ imports cancelled. Arms:
 
 ``--parts`` adds the sweep taken apart: ``sweep-no-parse`` (the parse stage skipped), ``sweep-no-flush``
 (nothing committed: the flush thread's cost is what it removes) and ``loop-only`` (no flush and a transport
-that answers at once: hofcat's own work per cell on the event loop, with no HTTP at all). Repeated counts
+that answers at once: hofcat's own work per cell on the event loop, with no HTTP at all). Two more bound what a
+columnar executor could save on the loop: ``sweep-no-decode`` (each reply taken as the canned one, never
+decoded or checked: the most that decoding replies per batch could save) and ``sweep-no-body`` (that, and one
+request body made once for every cell: what making bodies per batch could save on top). Repeated counts
 differ by ~1-3 % (how many replies one event-loop turn finds ready varies); a change smaller than that needs
 several runs. Each count takes about a minute; callgrind runs the client ~50× slower than native.
 """
@@ -33,7 +36,7 @@ import tempfile
 from pathlib import Path
 
 ARMS = ("bare", "sweep")
-PARTS = ("sweep-no-parse", "sweep-no-flush", "loop-only")
+PARTS = ("sweep-no-parse", "sweep-no-flush", "loop-only", "sweep-no-decode", "sweep-no-body")
 CONCURRENCY = 64
 
 
@@ -55,6 +58,8 @@ def arm(name: str, base_url: str, cells: int) -> None:
         cellsweep.parse_part = lambda *args, **kwargs: None  # type: ignore[assignment]
     if name in ("sweep-no-flush", "loop-only"):
         cellsweep.CellSweep.commit_batch = lambda self, batch: Committed(batch.part, None, ())  # type: ignore[method-assign]
+    if name in ("sweep-no-decode", "sweep-no-body"):
+        _without_per_cell_work(name, base_url, cells)
     options = {}
     if name == "loop-only":
 
@@ -69,6 +74,26 @@ def arm(name: str, base_url: str, cells: int) -> None:
     with tempfile.TemporaryDirectory(prefix="hofcat-instr-") as tmp:
         spec = parse_spec(spec_text(base_url, cells, CONCURRENCY))
         run_sweep(spec, Path(tmp) / "run", live=False, log_every_s=3600, **options)
+
+
+def _without_per_cell_work(name: str, base_url: str, cells: int) -> None:
+    """Take the reply decode (and, for ``sweep-no-body``, the request body) off each cell of this process's
+    sweep: every reply is the canned one as decoded, every call the plan's first; the canned server answers
+    each alike, so the sweep still stores every cell."""
+    from benches.runner_peer import spec_text
+    from runner.sweep import execute
+    from runner.sweep.plan import iter_cells
+    from runner.sweep.providers import Reply, openai, provider_for
+    from runner.sweep.request import request_for
+    from runner.sweep.spec import parse_spec
+
+    canned = Reply("3", "stop", 20, 1, served_model="sim-1")  # benches.runner_peer.REPLY, decoded
+    execute.reply_of = lambda provider, raw, secret: canned  # type: ignore[assignment]
+    if name == "sweep-no-body":
+        first = next(iter(iter_cells(parse_spec(spec_text(base_url, cells, CONCURRENCY)))))
+        call = provider_for(first.endpoint).call(first.endpoint.base_url, None, request_for(first))
+        execute.request_for = lambda cell, prompt=None: None  # type: ignore[assignment]
+        openai.OpenAIProvider.call = lambda self, base_url, api_key, request: call  # type: ignore[method-assign]
 
 
 def planned(cells: int) -> int:
