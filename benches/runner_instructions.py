@@ -34,6 +34,10 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runner.sweep.spec import Spec
 
 ARMS = ("bare", "sweep")
 PARTS = ("sweep-no-parse", "sweep-no-flush", "loop-only", "sweep-no-decode", "sweep-no-body")
@@ -58,8 +62,9 @@ def arm(name: str, base_url: str, cells: int) -> None:
         cellsweep.parse_part = lambda *args, **kwargs: None  # type: ignore[assignment]
     if name in ("sweep-no-flush", "loop-only"):
         cellsweep.CellSweep.commit_batch = lambda self, batch: Committed(batch.part, None, ())  # type: ignore[method-assign]
+    spec = parse_spec(spec_text(base_url, cells, CONCURRENCY))
     if name in ("sweep-no-decode", "sweep-no-body"):
-        _without_per_cell_work(name, base_url, cells)
+        _without_per_cell_work(name, spec)
     options = {}
     if name == "loop-only":
 
@@ -72,25 +77,22 @@ def arm(name: str, base_url: str, cells: int) -> None:
 
         options["transport_factory"] = lambda config: Instant()
     with tempfile.TemporaryDirectory(prefix="hofcat-instr-") as tmp:
-        spec = parse_spec(spec_text(base_url, cells, CONCURRENCY))
         run_sweep(spec, Path(tmp) / "run", live=False, log_every_s=3600, **options)
 
 
-def _without_per_cell_work(name: str, base_url: str, cells: int) -> None:
+def _without_per_cell_work(name: str, spec: Spec) -> None:
     """Take the reply decode (and, for ``sweep-no-body``, the request body) off each cell of this process's
     sweep: every reply is the canned one as decoded, every call the plan's first; the canned server answers
     each alike, so the sweep still stores every cell."""
-    from benches.runner_peer import spec_text
     from runner.sweep import execute
     from runner.sweep.plan import iter_cells
     from runner.sweep.providers import Reply, openai, provider_for
     from runner.sweep.request import request_for
-    from runner.sweep.spec import parse_spec
 
     canned = Reply("3", "stop", 20, 1, served_model="sim-1")  # benches.runner_peer.REPLY, decoded
     execute.reply_of = lambda provider, raw, secret: canned  # type: ignore[assignment]
     if name == "sweep-no-body":
-        first = next(iter(iter_cells(parse_spec(spec_text(base_url, cells, CONCURRENCY)))))
+        first = next(iter(iter_cells(spec)))
         call = provider_for(first.endpoint).call(first.endpoint.base_url, None, request_for(first))
         execute.request_for = lambda cell, prompt=None: None  # type: ignore[assignment]
         openai.OpenAIProvider.call = lambda self, base_url, api_key, request: call  # type: ignore[method-assign]
