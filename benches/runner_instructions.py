@@ -1,6 +1,6 @@
 """Instructions per request: hofcat's runner next to the bare aiohttp loop, counted by callgrind (load-proof).
 
-    python -m benches.runner_instructions [--cells 816 2856] [--parts]
+    python -m benches.runner_instructions [--cells 816 2856] [--parts [PART ...]]
 
 Wall and CPU time on a shared two-core machine drift by ±20 % between identical runs (``benches.runner_peer``
 takes medians of alternating rounds for that reason). An instruction count does not: each arm runs under
@@ -18,9 +18,13 @@ imports cancelled. Arms:
 that answers at once: hofcat's own work per cell on the event loop, with no HTTP at all). Two more bound what a
 columnar executor could save on the loop: ``sweep-no-decode`` (each reply taken as the canned one, never
 decoded or checked: the most that decoding replies per batch could save) and ``sweep-no-body`` (that, and one
-request body made once for every cell: what making bodies per batch could save on top). Repeated counts
-differ by ~1-3 % (how many replies one event-loop turn finds ready varies); a change smaller than that needs
-several runs. Each count takes about a minute; callgrind runs the client ~50× slower than native.
+request body made once for every cell: what making bodies per batch could save on top). ``sweep-floor`` goes
+further: no decode, no body, nothing buffered or committed (a reply is only counted): the runner's own
+machinery (the plan's walk, admission, the guarded transport, retry bookkeeping), to set against the bare
+loop, whose ``json.loads`` and append it skips; what ``sweep`` adds to it is decoding, bodies and storing.
+``--parts PART ...`` counts only those parts. Repeated counts differ by ~1-3 % (how many replies one event-loop
+turn finds ready varies); a change smaller than that needs several runs. Each count takes about a minute;
+callgrind runs the client ~50× slower than native.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ if TYPE_CHECKING:
     from runner.sweep.spec import Spec
 
 ARMS = ("bare", "sweep")
-PARTS = ("sweep-no-parse", "sweep-no-flush", "loop-only", "sweep-no-decode", "sweep-no-body")
+PARTS = ("sweep-no-parse", "sweep-no-flush", "loop-only", "sweep-no-decode", "sweep-no-body", "sweep-floor")
 CONCURRENCY = 64
 
 
@@ -60,10 +64,17 @@ def arm(name: str, base_url: str, cells: int) -> None:
 
     if name == "sweep-no-parse":
         cellsweep.parse_part = lambda *args, **kwargs: None  # type: ignore[assignment]
-    if name in ("sweep-no-flush", "loop-only"):
+    if name == "sweep-floor":  # a reply is counted, never buffered: nothing to commit
+        from runner.sweep import execute
+
+        def count_only(self: execute.Executor, endpoint: object, cell: object, *rest: object) -> None:
+            self.stats.done += 1
+
+        execute.Executor._replied = count_only  # type: ignore[method-assign,assignment]
+    if name in ("sweep-no-flush", "loop-only", "sweep-floor"):
         cellsweep.CellSweep.commit_batch = lambda self, batch: Committed(batch.part, None, ())  # type: ignore[method-assign]
     spec = parse_spec(spec_text(base_url, cells, CONCURRENCY))
-    if name in ("sweep-no-decode", "sweep-no-body"):
+    if name in ("sweep-no-decode", "sweep-no-body", "sweep-floor"):
         _without_per_cell_work(name, spec)
     options = {}
     if name == "loop-only":
@@ -81,9 +92,9 @@ def arm(name: str, base_url: str, cells: int) -> None:
 
 
 def _without_per_cell_work(name: str, spec: Spec) -> None:
-    """Take the reply decode (and, for ``sweep-no-body``, the request body) off each cell of this process's
-    sweep: every reply is the canned one as decoded, every call the plan's first; the canned server answers
-    each alike, so the sweep still stores every cell."""
+    """Take the reply decode (and, for ``sweep-no-body`` and ``sweep-floor``, the request body) off each cell of
+    this process's sweep: every reply is the canned one as decoded, every call the plan's first; the canned server
+    answers each alike, so the sweep still stores every cell."""
     from runner.sweep import execute
     from runner.sweep.plan import iter_cells
     from runner.sweep.providers import Reply, openai, provider_for
@@ -91,7 +102,7 @@ def _without_per_cell_work(name: str, spec: Spec) -> None:
 
     canned = Reply("3", "stop", 20, 1, served_model="sim-1")  # benches.runner_peer.REPLY, decoded
     execute.reply_of = lambda provider, raw, secret: canned  # type: ignore[assignment]
-    if name == "sweep-no-body":
+    if name in ("sweep-no-body", "sweep-floor"):
         first = next(iter(iter_cells(spec)))
         call = provider_for(first.endpoint).call(first.endpoint.base_url, None, request_for(first))
         execute.request_for = lambda cell, prompt=None: None  # type: ignore[assignment]
@@ -145,7 +156,13 @@ def main() -> None:
     a.add_argument("base_url")
     a.add_argument("cells", type=int)
     parser.add_argument("--cells", type=int, nargs=2, default=[816, 2856], help="the two plan sizes (default 816 2856)")
-    parser.add_argument("--parts", action="store_true", help="also the sweep taken apart (see above)")
+    parser.add_argument(
+        "--parts",
+        nargs="*",
+        choices=PARTS,
+        metavar="PART",
+        help="also the sweep taken apart (see above): all, or these",
+    )
     args = parser.parse_args()
     if args.command == "arm":
         arm(args.name, args.base_url, args.cells)
@@ -159,7 +176,8 @@ def main() -> None:
         base_url = f"http://127.0.0.1:{int(server.stdout.readline())}/v1"  # type: ignore[union-attr]
         counts = {}
         with tempfile.TemporaryDirectory(prefix="hofcat-instr-") as tmp:
-            for name in ARMS + (PARTS if args.parts else ()):
+            parts = () if args.parts is None else tuple(args.parts) or PARTS
+            for name in ARMS + parts:
                 low, high = (instructions(name, base_url, n, Path(tmp)) for n in args.cells)
                 counts[name] = (high - low) / (large - small)
         per = {name: round(count) for name, count in counts.items()}
