@@ -193,13 +193,19 @@ def test_a_miss_is_decoded_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     from runner.sweep.providers.openai import OpenAIProvider
 
     calls = []
-    real = OpenAIProvider.reply
+    real_reply, real_plain = OpenAIProvider.reply, OpenAIProvider.plain
 
-    def counted(self, body):
+    def counted_reply(self, body):
         calls.append(1)
-        return real(self, body)
+        return real_reply(self, body)
 
-    monkeypatch.setattr(OpenAIProvider, "reply", counted)
+    def counted_plain(self, body):  # read from the bytes: counted when it read the reply (None: ``reply`` will)
+        reply = real_plain(self, body)
+        calls.extend([1] if reply is not None else [])
+        return reply
+
+    monkeypatch.setattr(OpenAIProvider, "reply", counted_reply)
+    monkeypatch.setattr(OpenAIProvider, "plain", counted_plain)
     with SimServerThread(SimConfig(seed=3)) as sim:
         session = _run(_spec(sim.base_url, "first", tmp_path / "cache"), tmp_path / "a")
     assert session["cache"]["stored"] == 24 and len(calls) == 24

@@ -255,3 +255,88 @@ def test_the_common_reply_read_at_once_equals_every_field_checked(body: dict[str
         [],
     )
     assert get_provider("openai").reply(body) == checked
+
+
+_COMMON = (
+    b'{"model":"sim-1","choices":[{"message":{"content":"3"},"finish_reason":"stop"}],'
+    b'"usage":{"prompt_tokens":20,"completion_tokens":1}}'
+)
+_HEAD, _TAIL = _COMMON[:-1], b"}"  # a field added after the common reply's own
+
+
+def _raw_bodies() -> list[bytes]:
+    """Chat completions as a server's bytes: ``_bodies()`` written three ways (ASCII with escapes, raw UTF-8,
+    indented), and the common reply with what a JSON decode refuses or reads its own way put beside or into it."""
+    out = []
+    for body in _bodies():
+        out.append(json.dumps(body).encode())
+        out.append(json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        out.append(json.dumps(body, indent=2).encode())
+    beside = [
+        b'"x":"\xff"',  # invalid UTF-8 in a field nobody reads
+        b'"\xff":1',
+        b'"x":"\xed\xa0\x80"',  # a surrogate written as UTF-8 bytes
+        b'"x":"\\ud800"',  # a lone surrogate escape
+        b'"x":NaN',
+        b'"x":1e400',
+        b'"x":123456789012345678901234567890',
+        b'"x":' + b"[" * 3000 + b"]" * 3000,
+        b'"x":01',
+        b'"x":[1,]',
+        b'"usage":{"prompt_tokens":7,"completion_tokens":2}',  # a duplicated key: the last one counts
+        b'"choices":[{"message":{"content":"4"},"finish_reason":"length"}]',
+        b'"model":null',
+        b'"model":"other"',
+        b'"system_fingerprint":"fp_1"',
+        b'"usage":null',
+        b'"usage":[1]',
+        b'"choices":[]',
+        b'"choices":[1]',
+        b'"choices":[{"message":null}]',
+        b'"choices":[{"message":{"content":[{"type":"text","text":"3"}]}}]',
+        b'"choices":[{"message":{"content":null,"refusal":"no"}}]',
+        b'"choices":[{"message":{"content":"3"},"logprobs":{}}]',
+        b'"choices":[{"message":{"content":"3"},"logprobs":{"content":[]}}]',
+        (
+            b'"choices":[{"message":{"content":"3"},"logprobs":{"content":[{"token":"3","logprob":-0.1,'
+            b'"top_logprobs":[{"token":"3","logprob":-0.1}]}]}}]'
+        ),
+        b'"usage":{"prompt_tokens":18446744073709551616,"completion_tokens":1}',
+        b'"usage":{"prompt_tokens":20.0,"completion_tokens":1}',
+        b'"choices":[{"message":{"content":"key sk-test-0123456789abcdef"}}]',
+    ]
+    out += [_HEAD + b"," + field + _TAIL for field in beside]
+    out += [b"\xef\xbb\xbf" + _COMMON, _COMMON + b" trailing", _COMMON + b"\n", b"", b"[]", b"null", b"{}"]
+    return out
+
+
+def _read(body: bytes, secret: str | None) -> object:
+    """What ``decode`` makes of a 200 with ``body``: the reply, or the error's class and message."""
+    from runner.sweep.transport import RawReply, decode
+
+    try:
+        return decode(get_provider("openai"), RawReply(200, body, {}), secret)
+    except UnreadableBody as exc:
+        return type(exc).__name__, str(exc), exc.status
+
+
+@pytest.mark.parametrize("body", _raw_bodies(), ids=lambda b: repr(b[-50:]))
+def test_the_common_reply_read_from_its_bytes_equals_the_decoded_one(body: bytes, monkeypatch) -> None:
+    """``decode`` reads the common reply from its bytes (``OpenAIProvider.plain``, msgspec) before any JSON decode:
+    whatever body a server sends, the reply or error is the one the JSON decode and ``reply`` make of it."""
+    from runner.sweep.providers.openai import OpenAIProvider
+
+    secret = "sk-test-0123456789abcdef"
+    read = [_read(body, None), _read(body, secret)]
+    monkeypatch.setattr(OpenAIProvider, "plain", lambda self, body: None)  # every body through the JSON decode
+    assert read == [_read(body, None), _read(body, secret)]
+
+
+def test_the_common_reply_takes_the_shortcut() -> None:
+    """The reply nearly every server sends is read from its bytes, not decoded as JSON, and is what ``reply`` reads."""
+    from benches.runner_peer import REPLY
+
+    provider = get_provider("openai")
+    for body in (_COMMON, REPLY, json.dumps(json.loads(_COMMON), indent=2).encode()):
+        assert provider.plain(body) is not None
+        assert provider.plain(body) == provider.reply(json.loads(body))

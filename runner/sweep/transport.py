@@ -384,6 +384,8 @@ def decode(provider: Provider, raw: RawReply, secret: str | None = None) -> Repl
         raise ServerError(f"HTTP {status}: {_snippet(body, secret)}", status=status, retry_after_s=wait)
     if status >= 300 or status < 200:  # 3xx: a redirect the transport did not follow
         raise FatalRequestError(f"HTTP {status}: {_snippet(body, secret)}", status=status)
+    if (plain := provider.plain(body)) is not None:  # the common reply, read without the JSON decode
+        return _without_secret(plain, secret) if secret else plain
     try:
         decoded = _json(body)
     except (ValueError, RecursionError):  # not UTF-8, not JSON, nested past the stack, a 5,000-digit number

@@ -111,6 +111,11 @@ class Provider(Protocol):
         """The reply in a decoded JSON body; raises ``UnreadableBody`` when the shape is wrong."""
         ...
 
+    def plain(self, body: bytes) -> Reply | None:
+        """The common reply read straight from a 2xx body's bytes, equal to what ``reply`` makes of it; None when
+        the body needs the JSON decode and ``reply``'s checks (any doubt, any other shape)."""
+        ...
+
 
 def get_provider(name: str) -> Provider:
     """The provider mapping called ``name`` (openai, anthropic, gemini)."""
@@ -193,7 +198,8 @@ def text_reply(
     """
     usage = body.get(usage_key)
     if not warnings and len(texts) == 1 and len(output_keys) == 1 and type(usage) is dict:
-        plain = plain_reply(body, texts[0], finish_reason, usage.get(input_key), usage.get(output_keys[0]))
+        counts = usage.get(input_key), usage.get(output_keys[0])
+        plain = plain_reply(texts[0], finish_reason, *counts, body.get("model"), body.get("system_fingerprint"))
         if plain is not None:  # the common reply: every field fits its column as it is
             return plain
     if len(texts) == 1 and type(texts[0]) is str:  # one text, nothing to join
@@ -232,11 +238,13 @@ def text_reply(
 LABEL_MAX = 256  # characters of a model name or fingerprint kept (a longer one is not a label)
 
 
-def plain_reply(body: dict[str, Any], text: Any, finish: Any, input_tokens: Any, output_tokens: Any) -> Reply | None:
-    """The ``Reply`` ``text_reply`` makes when nothing needs its checks' notes: ASCII strings (a finish reason,
-    model and fingerprint may be null), token counts null or in [0, 2**63), labels within ``LABEL_MAX``; else
-    None. One pass of C checks instead of one helper per field, for the reply nearly every server sends."""
-    served, fingerprint = body.get("model"), body.get("system_fingerprint")
+def plain_reply(
+    text: Any, finish: Any, input_tokens: Any, output_tokens: Any, served: Any, fingerprint: Any
+) -> Reply | None:
+    """The ``Reply`` ``text_reply`` makes when nothing needs its checks' notes: ASCII strings (a finish reason and
+    fingerprint may be null; ``served``, the body's ``model``, may not), token counts null or in [0, 2**63),
+    labels within ``LABEL_MAX``; else None. One pass of C checks instead of one helper per field, for the reply
+    nearly every server sends."""
     if (
         type(text) is str
         and (finish is None or type(finish) is str)
@@ -318,6 +326,10 @@ class WithExtras:
     def reply(self, body: Any) -> Reply:
         """The inner provider's reading of ``body``."""
         return self.inner.reply(body)
+
+    def plain(self, body: bytes) -> Reply | None:
+        """The inner provider's shortcut for ``body``."""
+        return self.inner.plain(body)
 
 
 def merged_under(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:

@@ -48,6 +48,10 @@ class AnthropicProvider:
             ("output_tokens",),  # thinking included (Anthropic bills and counts it as output)
         )
 
+    def plain(self, body: bytes) -> Reply | None:
+        """No shortcut: every reply is decoded and read by ``reply``."""
+        return None
+
 
 def _sampling(request: ChatRequest) -> dict[str, float]:
     """Temperature, or top_p alone where temperature is 1.0 (the API's default, so nothing is lost).

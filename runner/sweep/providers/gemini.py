@@ -66,6 +66,10 @@ class GeminiProvider:
             reply = dataclasses.replace(reply, top_logprobs=gemini_top_logprobs(candidate))
         return reply
 
+    def plain(self, body: bytes) -> Reply | None:
+        """No shortcut: every reply is decoded and read by ``reply``."""
+        return None
+
 
 _USAGE = ("usageMetadata", "promptTokenCount", ("candidatesTokenCount", "thoughtsTokenCount"))
 

@@ -8,6 +8,8 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from runner.survey.constrained import constrained_request_fields
 from runner.sweep.providers import ChatRequest, HttpCall, Reply, json_headers, plain_reply, shape_error, text_reply
 from runner.sweep.providers.logprobs import openai_request_fields, openai_top_logprobs
@@ -68,11 +70,12 @@ class OpenAIProvider:
         usage = body.get("usage")
         if type(usage) is dict and type(choice) is dict and not choice.get("logprobs"):  # the common reply at once
             plain = plain_reply(
-                body,
                 message.get("content"),
                 choice.get("finish_reason"),
                 usage.get("prompt_tokens"),
                 usage.get("completion_tokens"),
+                body.get("model"),
+                body.get("system_fingerprint"),
             )
             if plain is not None:
                 return plain
@@ -92,6 +95,61 @@ class OpenAIProvider:
             top, sampled = openai_top_logprobs(choice)
             reply = dataclasses.replace(reply, top_logprobs=top, logprobs_sampled=sampled)
         return reply
+
+    def plain(self, body: bytes) -> Reply | None:
+        """The common reply read straight from an ASCII body, only the fields ``reply`` reads decoded (msgspec:
+        ~0.4 µs against ~2 for orjson's dicts and the walk through them); ``plain_reply``'s checks then decide.
+
+        Only ASCII bodies: msgspec skips the fields it is not asked for without checking their UTF-8, where the
+        JSON decode refuses the whole body. Anything msgspec cannot read as this shape (a value of another
+        type, a malformed or too deeply nested body) is None, and ``reply`` sees the body as before."""
+        if not body.isascii():
+            return None
+        try:
+            completion = _COMPLETION.decode(body)
+        except (msgspec.DecodeError, RecursionError):
+            return None
+        if not completion.choices or completion.usage is None:
+            return None
+        choice, usage = completion.choices[0], completion.usage
+        if choice.logprobs:
+            return None
+        return plain_reply(
+            choice.message.content,
+            choice.finish_reason,
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            completion.model,
+            completion.system_fingerprint,
+        )
+
+
+# The fields of a chat completion ``reply`` reads, as msgspec reads them (``OpenAIProvider.plain``): any JSON value
+# where ``reply`` checks the type itself, an object where it requires one. A duplicated key keeps its last value,
+# as orjson and json.loads do.
+class _Usage(msgspec.Struct):
+    prompt_tokens: Any = None
+    completion_tokens: Any = None
+
+
+class _Message(msgspec.Struct):
+    content: Any = None
+
+
+class _Choice(msgspec.Struct):
+    message: _Message
+    finish_reason: Any = None
+    logprobs: Any = None
+
+
+class _Completion(msgspec.Struct):
+    choices: list[_Choice]
+    model: Any = None
+    system_fingerprint: Any = None
+    usage: _Usage | None = None
+
+
+_COMPLETION = msgspec.json.Decoder(_Completion)
 
 
 def _json_tail(fields: dict[str, Any]) -> str:
