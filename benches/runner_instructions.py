@@ -67,8 +67,9 @@ def arm(name: str, base_url: str, cells: int) -> None:
     if name == "sweep-floor":  # a reply is counted, never buffered: nothing to commit
         from runner.sweep import execute
 
-        def count_only(self: execute.Executor, endpoint: object, cell: object, *rest: object) -> None:
+        def count_only(self: execute.Executor, endpoint: object, cell: object, *rest: object) -> int:
             self.stats.done += 1
+            return 0  # nothing buffered
 
         execute.Executor._replied = count_only  # type: ignore[method-assign,assignment]
     if name in ("sweep-no-flush", "loop-only", "sweep-floor"):

@@ -15,7 +15,7 @@ from runner.parse.blocks import blocked_result, is_provider_block
 from runner.parse.option_labels import letters_as_positions
 from runner.rundir.schema import AnswerRow, table
 from runner.survey.cell import Framing, PromptCell
-from runner.sweep.outcome import Outcome, Replied
+from runner.sweep.outcome import Replies
 from runner.sweep.plan import iter_cells
 from runner.sweep.providers import Reply
 from runner.sweep.spec import parse_spec
@@ -74,11 +74,11 @@ def _responses(size: int, seed: int) -> pa.Table:
     reasons drawn from the lists above (some null): many equal rows, as a sweep's batch has."""
     rng = random.Random(seed)
     cells = [c for spec in SPECS for c in iter_cells(parse_spec(spec))]
-    items = []
+    replies = Replies()
     for i in range(size):
         reply = Reply(rng.choice(TEXTS), rng.choice(FINISHES), None, None)
-        items.append(Replied(rng.choice(cells), f"{i:016x}", Outcome(reply, None, 1, 0.1, 200, i, i + 1)))
-    responses = Replied.table(items, 1)
+        replies.add(rng.choice(cells), f"{i:016x}", reply, 1, 0.1, 200, i, i + 1)
+    responses = replies.table(1)
     texts = responses.column("response_text").to_pylist()
     texts[:: max(1, size // 7)] = [None] * len(texts[:: max(1, size // 7)])  # null texts parse as empty ones
     return responses.set_column(

@@ -1,6 +1,7 @@
-"""runner.sweep.outcome: a batch of replies built at once as Arrow columns (``Replied.table``, what the executor's
-flush commits) is the table of the rows ``response_row`` builds one by one, for plain replies and for every
-kind of reply the reply boundary changes; a value the store cannot hold still reaches the writer's bisection."""
+"""runner.sweep.outcome: replies buffered as columns and built at once into Arrow (``Replies.table``, what the
+executor's flush commits) are the table of the rows ``response_row`` builds one by one, for plain replies and for
+every kind of reply the reply boundary changes; a value the store cannot hold still reaches the writer's
+bisection; batches taken off the buffer's front hold the replies in the order they came."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from runner.rundir import RunWriter, read_dataset
 from runner.rundir.schema import ResponseRow, table
-from runner.sweep.outcome import Outcome, Replied
+from runner.sweep.outcome import Outcome, Replies, response_row
 from runner.sweep.plan import iter_cells
 from runner.sweep.providers import Reply
 from runner.sweep.spec import parse_spec
@@ -44,16 +45,29 @@ def _cells(n: int) -> list:
     return [cells[i * len(cells) // n] for i in range(n)]
 
 
-def _items(replies: list[Reply]) -> list[Replied]:
+Item = tuple  # (cell, prompt hash, Outcome): what one reply's row is built from
+
+
+def _items(replies: list[Reply]) -> list[Item]:
     cells = _cells(len(replies))
     return [
-        Replied(cell, f"{i:016x}", Outcome(reply, None, 1 + i % 3, 0.25 * i, 200, 10 * i, 10 * i + 7))
+        (cell, f"{i:016x}", Outcome(reply, None, 1 + i % 3, 0.25 * i, 200, 10 * i, 10 * i + 7))
         for i, (cell, reply) in enumerate(zip(cells, replies, strict=True))
     ]
 
 
-def _row_by_row(items: list[Replied], session: int | None) -> object:
-    rows = [item.row() for item in items]
+def _buffer(items: list[Item]) -> Replies:
+    """The items added to a new buffer, in order, as the executor adds replies."""
+    replies = Replies()
+    for cell, prompt_hash, o in items:
+        times = (o.started_at_us, o.finished_at_us)
+        replies.add(cell, prompt_hash, o.reply, o.attempts, o.latency_s, o.http_status, *times)
+    return replies
+
+
+def _row_by_row(items: list[Item], session: int | None) -> object:
+    """The reference: ``response_row`` of each item, on its own."""
+    rows = [response_row(*item) for item in items]
     for row in rows:
         row.session = session
     return table(rows, ResponseRow)
@@ -79,7 +93,7 @@ ODD = [
 @pytest.mark.parametrize("size", [1, 100, 1000])
 def test_bulk_table_of_plain_replies_equals_the_rows_built_one_by_one(size: int) -> None:
     items = _items([PLAIN[i % len(PLAIN)] for i in range(size)])
-    bulk = Replied.table(items, 4)
+    bulk = _buffer(items).table(4)
     assert bulk.equals(_row_by_row(items, 4))
     assert bulk.num_rows == size
     assert set(bulk.column("mode").to_pylist()) == ({"item"} if size == 1 else {"item", "survey"})
@@ -89,7 +103,7 @@ def test_bulk_table_of_plain_replies_equals_the_rows_built_one_by_one(size: int)
 @pytest.mark.parametrize("odd", ODD, ids=range(len(ODD)))
 def test_bulk_table_of_a_batch_with_an_odd_reply_equals_the_rows_built_one_by_one(odd: Reply) -> None:
     items = _items([*PLAIN, odd, *PLAIN])
-    bulk = Replied.table(items, None)
+    bulk = _buffer(items).table(None)
     assert bulk.equals(_row_by_row(items, None))
     warnings = bulk.column("reply_warnings").to_pylist()
     assert warnings[len(PLAIN)] is not None or odd.text is None  # the boundary said what it changed
@@ -99,16 +113,15 @@ def test_bulk_table_of_a_batch_with_an_odd_reply_equals_the_rows_built_one_by_on
 def test_writer_commits_lazy_replies_and_bisects_an_unstorable_one(tmp_path: Path) -> None:
     spec = parse_spec(SPEC)
     good = _items([PLAIN[i % len(PLAIN)] for i in range(40)])
-    bad_cell = good[5].cell
+    bad_cell = good[5][0]
     # a latency the float64 column cannot take: the bulk build fails, the bisection finds this row alone
-    bad = Replied(bad_cell, good[5].prompt_hash, Outcome(PLAIN[0], None, 1, "slow", 200, 1, 2))  # type: ignore[arg-type]
+    bad = (bad_cell, good[5][1], Outcome(PLAIN[0], None, 1, "slow", 200, 1, 2))
     items = [*good[:5], bad, *good[6:]]
     from runner.sweep.session import build_manifest
 
     with RunWriter.open_run(tmp_path / "run", build_manifest(spec), batch_rows=100) as writer:
         writer.session = 1
-        for item in items:
-            writer.add_lazy(item)
+        writer.buffer_replies(_buffer(items))
         assert writer.buffered == 40
         batch = writer.take()
         assert batch is not None and len(batch) == 40 and writer.buffered == 0
@@ -117,7 +130,7 @@ def test_writer_commits_lazy_replies_and_bisects_an_unstorable_one(tmp_path: Pat
     assert committed.unstorable[0].error_class == "store_error"
     assert "latency_s" in committed.unstorable[0].error_message
     stored = read_dataset(tmp_path / "run", "responses", ["cell_key", "session"])
-    assert sorted(stored.column("cell_key").to_pylist()) == sorted(i.cell.key for i in items if i is not bad)
+    assert sorted(stored.column("cell_key").to_pylist()) == sorted(i[0].key for i in items if i is not bad)
     assert set(stored.column("session").to_pylist()) == {1}
     failures = read_dataset(tmp_path / "run", "failures", ["cell_key"])
     assert failures.column("cell_key").to_pylist() == [bad_cell.key]
@@ -173,7 +186,7 @@ max_tokens = 64
 TEXTS = ["3", "Ich wähle 2.", "我选择 4", "", "B", "(c) because…", "1\n2\n3\n4\n5", "نعم 5", "maybe 2, or 1"]
 
 
-def _mixed_items(size: int, seed: int) -> list[Replied]:
+def _mixed_items(size: int, seed: int) -> list[Item]:
     """``size`` plain replies to cells drawn at random (with repeats, out of plan order) from both specs, a
     few of them made again with equal but distinct prompt and sampling objects; texts, finish reasons, token
     counts, statuses and markers vary, some null."""
@@ -200,9 +213,7 @@ def _mixed_items(size: int, seed: int) -> list[Replied]:
         )
         latency = rng.choice([None, 0.5 * i])
         status = rng.choice([None, 200])
-        items.append(
-            Replied(cell, f"{rng.getrandbits(64):016x}", Outcome(reply, None, 1 + i % 4, latency, status, i, i + 3))
-        )
+        items.append((cell, f"{rng.getrandbits(64):016x}", Outcome(reply, None, 1 + i % 4, latency, status, i, i + 3)))
     return items
 
 
@@ -211,7 +222,7 @@ def test_bulk_table_of_a_batch_mixing_endpoints_prompts_and_samplings_equals_the
     size: int,
 ) -> None:
     items = _mixed_items(size, seed=size)
-    bulk = Replied.table(items, 2)
+    bulk = _buffer(items).table(2)
     expected = _row_by_row(items, 2)
     assert bulk.schema == expected.schema
     assert bulk.equals(expected)
@@ -224,7 +235,7 @@ def test_bulk_table_of_a_batch_mixing_endpoints_prompts_and_samplings_equals_the
 def test_bulk_table_of_one_object_repeated_at_every_row_equals_the_rows_built_one_by_one() -> None:
     (item,) = _mixed_items(1, seed=3)
     items = [item] * 300
-    assert Replied.table(items, None).equals(_row_by_row(items, None))
+    assert _buffer(items).table(None).equals(_row_by_row(items, None))
 
 
 def test_committed_bulk_replies_read_back_as_the_rows_built_one_by_one(tmp_path: Path) -> None:
@@ -237,8 +248,7 @@ def test_committed_bulk_replies_read_back_as_the_rows_built_one_by_one(tmp_path:
     items = _mixed_items(1000, seed=9)
     with RunWriter.open_run(tmp_path / "run", build_manifest(parse_spec(SPEC)), batch_rows=1000) as writer:
         writer.session = 1
-        for item in items:
-            writer.add_lazy(item)
+        writer.buffer_replies(_buffer(items))
         batch = writer.take()
         assert batch is not None
         committed = writer.commit_batch(batch)
@@ -252,3 +262,50 @@ def test_committed_bulk_replies_read_back_as_the_rows_built_one_by_one(tmp_path:
     assert pl.read_parquet(path).select(["cell_key", "response_text", "age", "questions"]).to_dicts() == (
         expected.select(["cell_key", "response_text", "age", "questions"]).to_pylist()
     )
+
+
+@pytest.mark.parametrize("batch_rows", [1, 7, 100])
+def test_batches_taken_off_the_buffer_hold_the_replies_in_order_and_leave_the_rest(batch_rows: int) -> None:
+    items = _mixed_items(250, seed=batch_rows)
+    replies = _buffer(items)
+    taken = []
+    while len(replies):
+        before = len(replies)
+        batch = replies.take(batch_rows)
+        assert len(batch) == min(batch_rows, before) and len(replies) == before - len(batch)
+        taken.append(batch.table(3))
+    import pyarrow as pa
+
+    assert pa.concat_tables(taken).equals(_row_by_row(items, 3))
+    assert len(taken) == -(-250 // batch_rows)
+    # the buffer keeps its lists (the executor appends to them) and takes new replies after the old ones
+    replies.add(items[0][0], "f" * 16, PLAIN[0], 1, 0.5, 200, 1, 2)
+    assert len(replies) == 1 and replies.take(5).rows()[0].cell_key == items[0][0].key
+
+
+@pytest.mark.parametrize(
+    ("column", "values"),
+    [
+        ("attempts", [1, True, 1]),  # equal, not one value: bool is not stored as an int
+        ("latency_s", [1.0, 1, 1.0]),  # equal across types
+        ("latency_s", [0.0, -0.0, 0.0]),  # equal, two stored values
+        ("response_text", ["3", "3", "3"]),
+        ("served_model", [None, None, None]),
+    ],
+)
+def test_a_column_of_one_value_is_stored_as_the_values_converted_one_by_one(column: str, values: list) -> None:
+    import pyarrow as pa
+
+    from runner.rundir.schema import RESPONSE_SCHEMA
+    from runner.sweep.outcome import _array
+
+    arrow_type = RESPONSE_SCHEMA.field(column).type
+    try:
+        expected = pa.array(values, type=arrow_type)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        with pytest.raises(type(exc)):
+            _array(values, arrow_type)
+        return
+    got = _array(values, arrow_type)
+    assert got.equals(expected)
+    assert [str(v) for v in got.to_pylist()] == [str(v) for v in expected.to_pylist()]  # -0.0 stays -0.0

@@ -11,8 +11,8 @@ parts through ``commit``.
 A flush is two steps so that the slow one can run off the event loop: ``take`` hands the buffered rows over
 as a ``Batch`` (its part ID fixed once), and ``commit_batch`` writes it, from any one thread at a time.
 Committing the same batch again rewrites the same files, so a flush retried after a failed write can never
-store a row twice. A reply may be buffered as a ``LazyRows`` item (``add_lazy``): its row is built only when its
-batch is committed, for the whole batch at once as Arrow columns, off the event loop. A row that cannot be
+store a row twice. Replies may be buffered in a ``LazyRows`` buffer (``buffer_replies``): their rows are built only
+when their batch is committed, for the whole batch at once as Arrow columns, off the event loop. A row that cannot be
 stored (an ill-typed or out-of-range value) never sinks its batch: the batch is bisected down to the bad rows,
 each becomes a failure of class ``store_error`` naming the bad columns, and the rest is committed. Every part
 carries page checksums and a digest of its key column (checked by ``runner.rundir.reader.read_part``).
@@ -60,17 +60,23 @@ _ROW_ERRORS = (pa.ArrowException, OverflowError, TypeError, ValueError)
 
 
 class LazyRows(Protocol):
-    """A reply buffered before its row is built (``RunWriter.add_lazy``): the writer builds the rows of a whole
-    batch of them at once when it commits the batch (``table``), or one by one (``row``) when that fails."""
+    """Replies buffered before their rows are built (``RunWriter.buffer_replies``; its owner adds to it): the
+    writer takes batches off its front (``take``) and builds a batch's rows at once when it commits the batch
+    (``table``), or one by one (``rows``) when that fails."""
 
-    def row(self) -> ResponseRow:
-        """The item's row, as ``table`` would hold it (``session`` unset)."""
+    def __len__(self) -> int: ...
+
+    def take(self, n: int) -> LazyRows:
+        """The first ``n`` replies, removed from this buffer."""
         ...
 
-    @staticmethod
-    def table(items: Sequence[Any], session: int | None) -> pa.Table:
-        """``items`` (all of this type) as a table of ``ResponseRow``'s schema, stamped with ``session``;
-        raises what building an Arrow column raises on a value the store cannot hold."""
+    def rows(self) -> list[ResponseRow]:
+        """The replies' rows, as ``table`` would hold them (``session`` unset)."""
+        ...
+
+    def table(self, session: int | None) -> pa.Table:
+        """The replies as a table of ``ResponseRow``'s schema, stamped with ``session``; raises what building an
+        Arrow column raises on a value the store cannot hold."""
         ...
 
 
@@ -82,10 +88,10 @@ class Batch:
     prompts: list[PromptRow]
     failed: list[ResponseRow]
     rows: list[ResponseRow]
-    lazy: list[LazyRows] = dataclasses.field(default_factory=list)  # replies whose rows are built at commit
+    lazy: LazyRows | None = None  # replies whose rows are built at commit
 
     def __len__(self) -> int:
-        return len(self.failed) + len(self.rows) + len(self.lazy)
+        return len(self.failed) + len(self.rows) + (0 if self.lazy is None else len(self.lazy))
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +121,7 @@ class RunWriter:
         self._lock = lock  # (the directory's fd, .lock's fd), both flocked; None for a secondary writer
         self._rows: list[ResponseRow] = []
         self._failed: list[ResponseRow] = []
-        self._lazy: list[LazyRows] = []
+        self._lazy: LazyRows | None = None
         self._prompts: list[PromptRow] = []
         self._seen_prompts = seen_prompts  # prompt hashes stored or buffered: each prompt is stored once
         self._next_part = 1 + max((part_number(n) for d in DATASETS for n in layout.parts(d)), default=0)
@@ -215,15 +221,18 @@ class RunWriter:
         row.session = self.session
         (self._failed if row.error_class is not None else self._rows).append(row)
 
-    def add_lazy(self, item: LazyRows) -> None:
-        """Buffer one reply whose row is built when its batch is committed (``LazyRows``): in bulk, in the
-        committing thread, stamped with this session's number."""
-        self._lazy.append(item)
+    def buffer_replies(self, replies: LazyRows) -> None:
+        """Buffer the replies its owner adds to ``replies`` (``LazyRows``) with this writer's rows: their rows are
+        built when their batch is committed, in bulk, in the committing thread, stamped with this session's
+        number. One buffer at a time: it replaces an empty one (``ValueError`` if that one holds replies)."""
+        if self._lazy is not None and self._lazy is not replies and len(self._lazy):
+            raise ValueError(f"{self.layout.root}: the writer's reply buffer still holds {len(self._lazy)} replies")
+        self._lazy = replies
 
     @property
     def buffered(self) -> int:
         """Outcomes buffered since the last flush."""
-        return len(self._rows) + len(self._failed) + len(self._lazy)
+        return len(self._rows) + len(self._failed) + (0 if self._lazy is None else len(self._lazy))
 
     @property
     def full(self) -> bool:
@@ -237,8 +246,8 @@ class RunWriter:
             return None
         rows, self._rows = self._rows[: self.batch_rows], self._rows[self.batch_rows :]
         room = self.batch_rows - len(rows)
-        lazy, self._lazy = self._lazy[:room], self._lazy[room:]
-        room -= len(lazy)
+        lazy = self._lazy.take(room) if self._lazy is not None and room and len(self._lazy) else None
+        room -= 0 if lazy is None else len(lazy)
         failed, self._failed = self._failed[:room], self._failed[room:]
         batch = Batch(part_id(self._next_part, self.token), self._prompts, failed, rows, lazy)
         self._next_part += 1
@@ -251,7 +260,7 @@ class RunWriter:
         batch again is safe (it rewrites the same files)."""
         # (no empty table of 45 columns built for a sweep's batch, which holds lazy replies only: ~0.3 ms)
         responses, bad = _storable(batch.rows, ResponseRow) if batch.rows or not batch.lazy else (None, [])
-        if batch.lazy:
+        if batch.lazy:  # (None or empty: no replies buffered in it)
             lazy, lazy_bad = self._lazy_storable(batch.lazy)
             responses, bad = lazy if responses is None else pa.concat_tables([responses, lazy]), bad + lazy_bad
         unstorable = tuple(_store_failure(row, columns) for row, columns in bad)
@@ -265,13 +274,13 @@ class RunWriter:
         self.commit("responses", batch.part, responses)
         return Committed(batch.part, responses, unstorable)
 
-    def _lazy_storable(self, items: list[LazyRows]) -> tuple[pa.Table, list[tuple[Any, list[str]]]]:
-        """``items`` as a table (``_storable``'s result): built in bulk, or, when a value stops that, row by row
+    def _lazy_storable(self, replies: LazyRows) -> tuple[pa.Table, list[tuple[Any, list[str]]]]:
+        """``replies`` as a table (``_storable``'s result): built in bulk, or, when a value stops that, row by row
         and bisected down to the bad rows as any other rows are."""
         try:
-            return type(items[0]).table(items, self.session), []  # one type of item per writer: the executor's
+            return replies.table(self.session), []
         except _ROW_ERRORS:
-            rows = [item.row() for item in items]
+            rows = replies.rows()
             for row in rows:
                 row.session = self.session
             return _storable(rows, ResponseRow)

@@ -6,8 +6,9 @@ lazy plan iterator (stored cells skipped): at most ``max_concurrency`` cells per
 once, whatever the plan's size, and no task is created per cell. A worker renders
 the prompt, then runs attempts under the retry policy; each attempt holds a slot of the endpoint's
 adaptive concurrency cap and a rate-limit charge. Every outcome goes to the run directory's writer: a failure
-as its row, a reply as it came (``Replied``: its row is built with its batch's, as Arrow columns, in the flush
-thread); ``commit_batch`` (the session's) commits it. The executor knows neither prompts' wording nor answers' meaning.
+as its row, a reply as its values, one list per stored field (``Replies``: its row is built with its batch's, as
+Arrow columns, in the flush thread); ``commit_batch`` (the session's) commits it. The executor knows neither
+prompts' wording nor answers' meaning.
 
 Flushing: one flusher task takes the writer's buffer as a batch (on the loop, so the rows are handed over,
 never shared) every ``flush_interval_s`` or as soon as a batch is full, and commits it in a worker thread
@@ -45,7 +46,7 @@ from runner.rundir import Batch, Committed, RunWriter, store_error
 from runner.rundir.admissions import AdmissionLog
 from runner.survey.models import is_requested_model
 from runner.sweep.limits import AdaptiveConcurrency, RateLimiter, Ticket
-from runner.sweep.outcome import Outcome, Replied, now_us, response_row
+from runner.sweep.outcome import Outcome, Replies, now_us, response_row
 from runner.sweep.plan import PlannedCell
 from runner.sweep.progress import EndpointStats, Progress, RunStats
 from runner.sweep.providers import HttpCall, Provider, Reply, no_credentials_note, provider_for
@@ -128,6 +129,8 @@ class Executor:
         limiters: Callable[[EndpointConfig], RateLimiter] | None = None,
     ) -> None:
         self.writer = writer
+        self._replies = Replies()  # the replies this executor buffers in the writer, as columns
+        writer.buffer_replies(self._replies)
         # Each endpoint's rate limiter from elsewhere (a cluster-wide one: runner.sweep.cluster), which then keeps
         # the admissions journal itself; None: a local limiter per endpoint, journaled in the run directory.
         self._limiters = limiters
@@ -281,6 +284,7 @@ class Executor:
             self.writer,
         )
         lean, stop = endpoint.limiter.unlimited, self._stop
+        backlog = 2 * writer.batch_rows  # outcomes buffered when the flusher is behind: wait for it
         for cell in cells:
             if skips is not None:
                 endpoint.stats.already_stored = skips.already_stored
@@ -303,12 +307,12 @@ class Executor:
                 finally:
                     gate.release()
                 if first is None:
-                    self._replied(endpoint, cell, prompt, reply, 1, latency, started)
+                    buffered = self._replied(endpoint, cell, prompt, reply, 1, latency, started)
                 else:
-                    await self._retried(endpoint, cell, prompt, call, started, first)
+                    buffered = await self._retried(endpoint, cell, prompt, call, started, first)
             else:
-                await self._retried(endpoint, cell, prompt, call, started, None)
-            if writer.buffered >= 2 * writer.batch_rows:  # the flusher is behind: wait for it
+                buffered = await self._retried(endpoint, cell, prompt, call, started, None)
+            if buffered >= backlog:
                 await self.flush()
             if stop.is_set() or self._bug is not None or endpoint.stopped is not None:
                 break
@@ -321,10 +325,11 @@ class Executor:
         call: HttpCall,
         started: int,
         first: Attempt[Reply] | None,
-    ) -> None:
+    ) -> int:
         """Send ``call`` under the retry policy (going on from ``first``, the worker's failed attempt, if any) and
         store how it ended; or hold it in a fatal streak, or leave it unstored when a stop cut its retries short.
-        ``started``: when the cell's first attempt began (µs since the epoch)."""
+        ``started``: when the cell's first attempt began (µs since the epoch). What ``_replied`` or ``_store``
+        returns (0: nothing buffered)."""
         s = cell.sampling
         try:
             tried = await call_with_retries(  # returns ``first`` at once unless it asks for a retry
@@ -336,27 +341,26 @@ class Executor:
                 first=first,
             )
         except Interrupted:
-            return
+            return 0
         last, error = tried.last, tried.last.error
         if error is None:
             reply = cast(Reply, last.value)
-            self._replied(endpoint, cell, prompt, reply, tried.attempts, last.latency_s, started)
-            return
+            return self._replied(endpoint, cell, prompt, reply, tried.attempts, last.latency_s, started)
         if (
             (self._stop.is_set() or endpoint.stopped is not None)
             and isinstance(error, RetryableError)
             and tried.attempts <= endpoint.policy.max_retries
         ):
-            return  # retries were cut short by the run's or the endpoint's stop: leave the cell for the next run
+            return 0  # retries were cut short by the run's or the endpoint's stop: leave the cell for the next run
         error.args = (self._redact(str(error)),)
         outcome = Outcome(None, error, tried.attempts, last.latency_s, error.status, started, now_us())
         if endpoint_fatal(error):  # held until the streak ends: the endpoint's failure, maybe not the cell's
             self._hold(endpoint, (cell, prompt.prompt_hash, prompt.messages_json, outcome))
-            return
+            return 0
         self.stats.failed += 1
         endpoint.stats.failed += 1
         self._settle_fatal_streak(endpoint)  # any other outcome breaks a streak: those were the cells' own
-        self._store(cell, prompt.prompt_hash, prompt.messages_json, outcome)
+        return self._store(cell, prompt.prompt_hash, prompt.messages_json, outcome)
 
     def _replied(
         self,
@@ -367,12 +371,12 @@ class Executor:
         attempts: int,
         latency_s: float | None,
         started: int,
-    ) -> None:
-        """A reply ended the cell after ``attempts``: counted and buffered for storage, any fatal streak before it
-        settled; unless another model than the one asked for answered (``_served_as_asked``): then the endpoint
-        is stopped and the cell stays unsent."""
+    ) -> int:
+        """A reply ended the cell after ``attempts``: counted and buffered for storage (``Replies``), any fatal
+        streak before it settled; unless another model than the one asked for answered (``_served_as_asked``):
+        then the endpoint is stopped and the cell stays unsent. The replies buffered (0: this one was not)."""
         if reply.served_model is not None and not self._served_as_asked(endpoint, reply.served_model):
-            return
+            return 0
         stats = self.stats
         stats.done += 1
         endpoint.stats.done += 1
@@ -380,8 +384,11 @@ class Executor:
         stats.output_tokens += reply.output_tokens or 0
         if endpoint.fatal_streak:  # a reply breaks a streak: those were failures of their own cells
             self._settle_fatal_streak(endpoint)
-        outcome = Outcome(reply, None, attempts, latency_s, 200, started, now_us())
-        self._store(cell, prompt.prompt_hash, prompt.messages_json, outcome)
+        self.writer.add_prompt(prompt.prompt_hash, prompt.messages_json)
+        buffered = self._replies.add(cell, prompt.prompt_hash, reply, attempts, latency_s, 200, started, now_us())
+        if buffered >= self.writer.batch_rows:  # replies alone fill a batch (failures: ``_store``)
+            self._flush_due.set()
+        return buffered
 
     async def _attempt(self, endpoint: Endpoint, call: HttpCall, charge: int, reserve: int) -> Attempt[Reply]:
         """One attempt at ``call``: a slot of the endpoint's concurrency cap, a rate-limit charge of ``charge``
@@ -432,16 +439,14 @@ class Executor:
         if asked is not None and asked > endpoint.policy.max_retry_wait_s:
             self._note_capped_wait(endpoint, asked)
 
-    def _store(self, cell: PlannedCell, prompt_hash: str, messages_json: str, outcome: Outcome) -> None:
-        """Buffer a cell's outcome (and its prompt) in the writer; commit when the buffer is full. A reply's row is
-        built with its batch's, in the flush thread (``Replied``); a failure's here."""
+    def _store(self, cell: PlannedCell, prompt_hash: str, messages_json: str, outcome: Outcome) -> int:
+        """Buffer a failed cell's row (and its prompt) in the writer; commit when the buffer is full. The outcomes
+        buffered."""
         self.writer.add_prompt(prompt_hash, messages_json)
-        if outcome.error is None:
-            self.writer.add_lazy(Replied(cell, prompt_hash, outcome))
-        else:
-            self.writer.add(response_row(cell, prompt_hash, outcome))
+        self.writer.add(response_row(cell, prompt_hash, outcome))
         if self.writer.full:
             self._flush_due.set()
+        return self.writer.buffered
 
     def _hold(self, endpoint: Endpoint, held: tuple[PlannedCell, str, str, Outcome]) -> None:
         """A cell whose last attempt was endpoint-fatal: held back until the endpoint's streak ends."""

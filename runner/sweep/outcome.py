@@ -1,5 +1,5 @@
-"""How a cell ended, and the stored row that records it: one at a time (``response_row``), or a batch of replies
-at once as Arrow columns (``Replied.table``, built when the batch is committed, off the event loop)."""
+"""How a cell ended, and the stored row that records it: one at a time (``response_row``), or replies buffered as
+columns and converted a batch at once into Arrow (``Replies``: built when the batch is committed, off the loop)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +18,7 @@ from runner.sweep.plan import PlannedCell
 from runner.sweep.providers import Reply, checked_count, encodable, finish_reason_of
 from runner.sweep.spec import INT64_MAX
 
-__all__ = ["Outcome", "Replied", "now_us", "response_row"]
+__all__ = ["Outcome", "Replies", "now_us", "response_row"]
 
 
 @dataclass(slots=True)  # not frozen, never changed: one is made per cell, and a frozen __init__ costs ~3× a plain one
@@ -103,60 +103,151 @@ def now_us() -> int:
     return time.time_ns() // 1000
 
 
-class Replied(NamedTuple):
-    """A cell that got a reply, buffered as is (``RunWriter.add_lazy``): the event loop does no more per reply
-    than make this tuple; its row is built with its batch's (``table``), in the flush thread."""
+class Replies:
+    """Replies buffered as columns until their batch is committed (``RunWriter.buffer_replies``): the event loop
+    appends each reply's values to one list per stored field (``add``, no object made per reply), the committing
+    thread takes batches off the front (``take``) and converts each column in one call (``table``).
 
-    cell: PlannedCell
-    prompt_hash: str
-    outcome: Outcome
+    A batch holding a reply the reply boundary would change (a warning, a lone surrogate, a token count out of
+    range, log-probabilities) is built row by row through ``response_row`` instead (``rows``)."""
 
-    def row(self) -> ResponseRow:
-        """The reply's row, as ``response_row`` builds it."""
-        return response_row(self.cell, self.prompt_hash, self.outcome)
+    __slots__ = (
+        "attempts",
+        "cache_origin",
+        "cells",
+        "endpoint",
+        "finish",
+        "finished_at",
+        "http_status",
+        "input_tokens",
+        "key",
+        "latency_s",
+        "output_tokens",
+        "prompt",
+        "prompt_hashes",
+        "replica",
+        "replies",
+        "sampling",
+        "served_model",
+        "shuffle_seed",
+        "started_at",
+        "system_fingerprint",
+        "template_hash",
+        "text",
+        "top_logprobs",
+        "warnings",
+    )
 
-    @staticmethod
-    def table(items: Sequence[Replied], session: int | None) -> pa.Table:
-        """The rows of ``items`` (``response_row``'s, stamped with ``session``) as one table, built column by
-        column; a batch holding a reply the reply boundary would change (a warning, a lone surrogate, a token
-        count out of range, log-probabilities) is built row by row through ``response_row`` instead.
+    def __init__(self) -> None:
+        for name in self.__slots__:
+            setattr(self, name, [])
+
+    def add(
+        self,
+        cell: PlannedCell,
+        prompt_hash: str,
+        reply: Reply,
+        attempts: int,
+        latency_s: float | None,
+        http_status: int | None,
+        started_at_us: int,
+        finished_at_us: int,
+    ) -> int:
+        """Buffer ``reply`` to ``cell`` after ``attempts`` (``latency_s`` of the last; times in µs since the
+        epoch); the number of replies buffered."""
+        # One list append per field, read here by the interpreter's specialised attribute loads: reading them
+        # in the committing thread, object by object, costs ~15× as much (attrgetter over each column).
+        self.cells.append(cell)
+        self.prompt_hashes.append(prompt_hash)
+        self.replies.append(reply)
+        self.attempts.append(attempts)
+        self.latency_s.append(latency_s)
+        self.http_status.append(http_status)
+        self.started_at.append(started_at_us)
+        self.finished_at.append(finished_at_us)
+        self.key.append(cell.key)
+        self.endpoint.append(cell.endpoint)
+        self.prompt.append(cell.prompt)
+        self.sampling.append(cell.sampling)
+        self.template_hash.append(cell.template_hash)
+        self.shuffle_seed.append(cell.shuffle_seed)
+        self.text.append(reply.text)
+        self.finish.append(reply.finish_reason)
+        self.input_tokens.append(reply.input_tokens)
+        self.output_tokens.append(reply.output_tokens)
+        self.top_logprobs.append(reply.top_logprobs)
+        self.warnings.append(reply.warnings)
+        self.cache_origin.append(reply.cache_origin)
+        self.replica.append(reply.replica)
+        self.served_model.append(reply.served_model)
+        self.system_fingerprint.append(reply.system_fingerprint)
+        return len(self.cells)
+
+    def __len__(self) -> int:
+        return len(self.cells)
+
+    def take(self, n: int) -> Replies:
+        """The first ``n`` replies, removed from this buffer (the lists stay the same objects)."""
+        taken = Replies.__new__(Replies)
+        for name in self.__slots__:
+            column = getattr(self, name)
+            setattr(taken, name, column[:n])
+            del column[:n]
+        return taken
+
+    def rows(self) -> list[ResponseRow]:
+        """The replies' rows, one by one, as ``response_row`` builds them (``session`` unset)."""
+        return [
+            response_row(cell, prompt_hash, Outcome(reply, None, attempts, latency, status, started, finished))
+            for cell, prompt_hash, reply, attempts, latency, status, started, finished in zip(
+                self.cells,
+                self.prompt_hashes,
+                self.replies,
+                self.attempts,
+                self.latency_s,
+                self.http_status,
+                self.started_at,
+                self.finished_at,
+                strict=True,
+            )
+        ]
+
+    def table(self, session: int | None) -> pa.Table:
+        """The replies' rows (``response_row``'s, stamped with ``session``) as one table, built column by column;
+        row by row (``rows``) when a reply is not plain (``_plain``). Raises what building an Arrow column raises
+        on a value the store cannot hold.
 
         A batch repeats a few endpoints, prompts and samplings: each distinct one is converted once and its
-        values are spread over its rows by index (``_spread``); only the per-reply columns are converted value
-        by value."""
-        cells, hashes, outcomes = zip(*items, strict=True)
-        key, endpoint, prompt, sampling, template, shuffle = _fields(cells, _CELL)
-        reply, latency, attempts, status, started, finished = _fields(outcomes, _OUTCOME)
-        replies = _fields(reply, _REPLY)
-        text, finish, input_tokens, output_tokens, top, warnings, cache, replica, served, fingerprint = replies
-        if not _plain(text, finish, input_tokens, output_tokens, top, warnings):
-            rows = [response_row(*item) for item in items]
+        values are spread over its rows by index (``_spread``); a per-reply column holding one value throughout
+        is converted once (``_array``)."""
+        if not _plain(self.text, self.finish, self.input_tokens, self.output_tokens, self.top_logprobs, self.warnings):
+            rows = self.rows()
             for row in rows:
                 row.session = session
             return table(rows, ResponseRow)
-        n = len(items)
+        n = len(self.cells)
         columns: dict[str, Sequence[object] | pa.Array | pa.ChunkedArray] = {
-            **_spread(endpoint, _endpoint_columns),
-            **_spread(prompt, _prompt_columns),
-            **_spread(sampling, _sampling_columns),
-            "cell_key": key,
-            "template_hash": template,
-            "prompt_hash": hashes,
-            "shuffle_seed": shuffle,
-            "response_text": text,
-            "finish_reason": finish,
-            "input_tokens": input_tokens,
-            "output_tokens": output_tokens,
-            "latency_s": latency,
-            "attempts": attempts,
-            "http_status": status,
-            "started_at": started,
-            "finished_at": finished,
-            "served_model": served,
-            "system_fingerprint": fingerprint,
-            "session": pa.repeat(pa.scalar(session, RESPONSE_SCHEMA.field("session").type), n),
-            "cache_origin": cache,
-            "replica": replica,
+            **_spread(self.endpoint, _endpoint_columns),
+            **_spread(self.prompt, _prompt_columns),
+            **_spread(self.sampling, _sampling_columns),
+            "cell_key": self.key,
+            "template_hash": self.template_hash,
+            "prompt_hash": self.prompt_hashes,
+            "shuffle_seed": self.shuffle_seed,
+            "response_text": self.text,
+            "finish_reason": self.finish,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "latency_s": self.latency_s,
+            "attempts": self.attempts,
+            "http_status": self.http_status,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "served_model": self.served_model,
+            "system_fingerprint": self.system_fingerprint,
+            "session": [session] * n,
+            "cache_origin": self.cache_origin,
+            "replica": self.replica,
         }
         columns.update(zip(_NULLS.names, pa.nulls(n, _NULLS).flatten(), strict=True))  # one call, not six
         arrays = [_array(columns[f.name], f.type) for f in RESPONSE_SCHEMA]
@@ -175,8 +266,23 @@ _NULLS = pa.struct(
 def _array(
     values: Sequence[object] | pa.Array | pa.ChunkedArray, arrow_type: pa.DataType
 ) -> pa.Array | pa.ChunkedArray:
-    """``values`` as an Arrow array of ``arrow_type`` (already one: as it is)."""
-    return values if isinstance(values, pa.Array | pa.ChunkedArray) else pa.array(values, type=arrow_type)
+    """``values`` as an Arrow array of ``arrow_type`` (already one: as it is). A list of one value throughout
+    (equal to the first, as ``list.count`` compares: identity first, a C pass) is converted once and repeated."""
+    if isinstance(values, pa.Array | pa.ChunkedArray):
+        return values
+    first = values[0] if len(values) > 1 and type(values) is list else None
+    # Equal strings, and nulls, are one stored value; an equal int may be a bool (1 == True): ints only then. Not
+    # floats: 0.0 == -0.0, and NaN is equal to itself only as one object.
+    if (
+        type(first) in _ONE_VALUE_TYPES
+        and values.count(first) == len(values)
+        and (type(first) is not int or len({*map(type, values)}) == 1)
+    ):
+        return pa.repeat(pa.scalar(first, type=arrow_type), len(values))
+    return pa.array(values, type=arrow_type)
+
+
+_ONE_VALUE_TYPES = (str, int, type(None))
 
 
 def _spread(
@@ -232,33 +338,7 @@ def _sampling_columns(samplings: list[Any]) -> dict[str, Sequence[object]]:
     }
 
 
-def _fields(objects: Sequence[object], getters: tuple[attrgetter[Any], ...]) -> list[list[Any]]:
-    """Each getter's values over ``objects``, one list per getter: a C loop per field, and no tuple per object
-    (which a single getter of all fields makes, and the cyclic GC then scans)."""
-    return [list(map(getter, objects)) for getter in getters]
-
-
-# The fields ``Replied.table`` reads from an item, in the order it unpacks them.
-_CELL = tuple(map(attrgetter, ("key", "endpoint", "prompt", "sampling", "template_hash", "shuffle_seed")))
-_OUTCOME = tuple(map(attrgetter, ("reply", "latency_s", "attempts", "http_status", "started_at_us", "finished_at_us")))
-_REPLY = tuple(
-    map(
-        attrgetter,
-        (
-            "text",
-            "finish_reason",
-            "input_tokens",
-            "output_tokens",
-            "top_logprobs",
-            "warnings",
-            "cache_origin",
-            "replica",
-            "served_model",
-            "system_fingerprint",
-        ),
-    )
-)
-# ... and from each distinct endpoint, prompt, framing and sampling: one C call per object.
+# What ``Replies.table`` reads from each distinct endpoint, prompt, framing and sampling: one C call per object.
 _ENDPOINT = attrgetter("name", "provider", "model")
 _PROMPT = attrgetter("language", "mode", "questions", "option_order", "reply_format", "labels", "framing")
 _FRAMING = attrgetter("kind", "country", "age", "gender")
