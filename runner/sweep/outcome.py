@@ -245,7 +245,7 @@ class Replies:
             "finished_at": self.finished_at,
             "served_model": self.served_model,
             "system_fingerprint": self.system_fingerprint,
-            "session": [session] * n,
+            "session": pa.repeat(pa.scalar(session, RESPONSE_SCHEMA.field("session").type), n),
             "cache_origin": self.cache_origin,
             "replica": self.replica,
         }
