@@ -275,3 +275,20 @@ def test_the_plan_keys_file_is_a_verified_part_like_file(tmp_path: Path) -> None
     assert int(meta[b"hofcat.cells"]) == count_cells(spec)
     assert pq.read_table(out / "plan-keys" / f"{spec.spec_hash}.parquet").column(0).to_pylist() == list(iter_keys(spec))
     assert not list((out / ".tmp").iterdir())
+
+
+def test_unstored_cells_shared_by_workers_are_each_taken_once_with_final_counts() -> None:
+    # the executor's workers share one iterator: with keys to skip it is the walk itself, counting as it goes;
+    # with none (a first session, or cells already filtered) the cells themselves, its counts given and final
+    spec = random_spec(random.Random(3))
+    plan = list(iter_cells(spec))
+    skip = {c.key for c in plan[::3]}
+    for cells, done, given in ((plan, skip, 0), ([c for c in plan if c.key not in skip], set(), len(skip))):
+        unstored = remaining.Unstored(cells, already_stored=given, done=done)
+        shared = iter(unstored)
+        assert (shared is unstored) == bool(done)
+        taken, workers = [], [iter(shared), iter(shared)]  # each worker's ``for`` takes from the one iterator
+        while (cell := next(workers[len(taken) % 2], None)) is not None:
+            taken.append(cell)
+        assert [c.key for c in taken] == [c.key for c in plan if c.key not in skip]
+        assert unstored.already_stored == len(skip)

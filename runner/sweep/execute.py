@@ -51,7 +51,7 @@ from runner.sweep.plan import PlannedCell
 from runner.sweep.progress import EndpointStats, Progress, RunStats
 from runner.sweep.providers import HttpCall, Provider, Reply, no_credentials_note, provider_for
 from runner.sweep.remaining import Unstored
-from runner.sweep.request import Rendered, api_key_for, rendered, request_for
+from runner.sweep.request import PromptMemo, Rendered, api_key_for, request_for
 from runner.sweep.retry import Attempt, RetryPolicy, attempting, call_with_retries
 from runner.sweep.spec import EndpointConfig
 from runner.sweep.transport import Transport, TransportFactory, aiohttp_transport, redact, reply_of, send
@@ -100,6 +100,7 @@ class Endpoint:
     # the executor's waits and retry notes bound to this endpoint (made once, not per cell)
     sleep: Callable[[float], Awaitable[None]] | None = None
     on_retry: Callable[[RequestError, float], None] | None = None
+    prompts: PromptMemo = field(default_factory=PromptMemo)  # its workers take cells in plan order
 
 
 class Executor:
@@ -249,13 +250,15 @@ class Executor:
         ``Unstored`` cells (``runner.sweep.remaining``) count the stored cells they skip: the endpoint's
         ``already_stored`` is read from them as they go (its own ETA)."""
         shared = iter(cells)  # next() never awaits: each cell goes to exactly one worker
-        skips = shared if isinstance(shared, Unstored) else None
+        skips = shared if isinstance(shared, Unstored) else None  # a walk that skips stored keys as it goes
+        if isinstance(cells, Unstored):  # final from the start unless it walks (then updated as it goes)
+            endpoint.stats.already_stored = cells.already_stored
         for _ in range(endpoint.config.max_concurrency):
             future = await endpoint.pool.spawn(self._work(endpoint, shared, skips))
             future.add_done_callback(self._note_bug)
         await endpoint.pool.join()
-        if skips is not None:
-            endpoint.stats.already_stored = skips.already_stored
+        if isinstance(cells, Unstored):
+            endpoint.stats.already_stored = cells.already_stored
         endpoint.stats.finished = endpoint.stopped is None and not self._stop.is_set()  # its ETA is 0 from now
 
     def _note_bug(self, future: asyncio.Future) -> None:
@@ -283,14 +286,14 @@ class Executor:
             endpoint.gate,
             self.writer,
         )
-        lean, stop = endpoint.limiter.unlimited, self._stop
+        lean, stop, prompts = endpoint.limiter.unlimited, self._stop, endpoint.prompts
         backlog = 2 * writer.batch_rows  # outcomes buffered when the flusher is behind: wait for it
         for cell in cells:
             if skips is not None:
                 endpoint.stats.already_stored = skips.already_stored
             if endpoint.stopped is not None:
                 break
-            prompt = rendered(cell.prompt, cell.sampling.measurement)
+            prompt = prompts.of(cell)
             call = provider.call(config.base_url, endpoint.api_key, request_for(cell, prompt))
             started = now_us()
             first = None  # the attempt made here, when it failed: the retry loop goes on from it

@@ -333,7 +333,8 @@ class AdaptiveConcurrency:
     def release(self) -> None:
         """Free a slot and hand it to the next waiter, if the cap allows."""
         self.in_flight -= 1
-        self._wake()
+        if self._waiters:  # (once per request: no call when nobody waits)
+            self._wake()
 
     def _wake(self) -> None:
         while self._waiters and self.in_flight < self.limit:

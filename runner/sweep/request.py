@@ -22,7 +22,15 @@ from runner.sweep.plan import PlannedCell
 from runner.sweep.providers import ChatRequest, conventional_key_env, get_provider
 from runner.sweep.spec import EndpointConfig
 
-__all__ = ["Rendered", "api_key_for", "prompt_estimate", "rendered", "request_for", "unsupported_parameters"]
+__all__ = [
+    "PromptMemo",
+    "Rendered",
+    "api_key_for",
+    "prompt_estimate",
+    "rendered",
+    "request_for",
+    "unsupported_parameters",
+]
 
 
 class Rendered(NamedTuple):
@@ -42,6 +50,29 @@ def rendered(prompt: PromptCell, measurement: str = "sample") -> Rendered:
     messages = build_messages(prompt, measurement)
     text = json.dumps(messages, ensure_ascii=False, separators=(",", ":"))
     return Rendered(messages, text, hashlib.sha256(text.encode()).hexdigest()[:16], input_estimate(messages))
+
+
+class PromptMemo:
+    """``rendered`` for cells taken in plan order (an executor's endpoint): the last prompt's renderings are handed
+    back while cells holding that same prompt object follow one another, as the plan makes them (one object per
+    prompt, its samplings in a row, measurements alternating among them), without hashing the prompt for the
+    cache again (~0.5 µs a cell)."""
+
+    __slots__ = ("_prompt", "_rendered")
+
+    def __init__(self) -> None:
+        self._prompt: PromptCell | None = None  # held, so its identity cannot pass to another object
+        self._rendered: dict[str, Rendered] = {}  # the prompt's renderings by measurement
+
+    def of(self, cell: PlannedCell) -> Rendered:
+        """``rendered(cell.prompt, cell.sampling.measurement)``."""
+        prompt, measurement = cell.prompt, cell.sampling.measurement
+        if prompt is not self._prompt:
+            self._prompt, self._rendered = prompt, {}
+        found = self._rendered.get(measurement)
+        if found is None:
+            found = self._rendered[measurement] = rendered(prompt, measurement)
+        return found
 
 
 def prompt_estimate(prompt: PromptCell) -> int:
