@@ -13,7 +13,10 @@ every 50 ms) and CPU time (``wait4``) are its own:
   starts, ``json.loads`` of each reply, the text appended to a list; nothing stored.
 - ``sweep``: ``run_sweep`` on the same spec (lazy plan with keys, request bodies, limits, retries, Parquet parts,
   the parse stage), in process, after a 500-cell warm-up sweep and ``gc.freeze()`` as ``hofcat run`` does.
-- ``cli``: ``hofcat run SPEC --out DIR`` as a user runs it (process start and imports included).
+- ``cli``: ``hofcat run SPEC --out DIR`` as a user runs it (process start and imports included), set against
+  ``bare-process``: the bare loop as a program a user runs, timed the same way (its process start, its import of
+  aiohttp, reading its bodies, no warm-up). Its ratio to the timed ``bare`` arm is reported too (``cli`` ÷
+  ``bare``), which charges ``hofcat run`` its start-up against a loop whose start-up is not counted.
 
 With ``--peers-python`` (a scratch venv with the peers installed: ``pip install openai litellm
 bespokelabs-curator inspect-ai``), each round also runs the tools a user would pick instead, each on the first
@@ -130,6 +133,13 @@ def bare_arm(base_url: str, bodies_file: str, concurrency: int) -> dict[str, Any
         "requests": len(bodies),
         "correct": len(texts) == len(bodies) and set(texts) == {"3"},
     }
+
+
+def bare_process_arm(base_url: str, bodies_file: str, concurrency: int) -> dict[str, Any]:
+    """The bare loop as a program: no warm-up, nothing timed here (the parent times the whole process)."""
+    bodies = Path(bodies_file).read_bytes().splitlines()
+    texts = asyncio.run(bare_loop(f"{base_url}/chat/completions", bodies, concurrency))
+    return {"requests": len(bodies), "correct": len(texts) == len(bodies) and set(texts) == {"3"}}
 
 
 def _peer_requests(bodies_file: str, cells: int) -> list[dict[str, Any]]:
@@ -381,7 +391,7 @@ def measure(
             "bare": ["bare", base_url, str(bodies), str(concurrency)],
             "sweep": ["sweep", base_url, str(cells), str(concurrency)],
         }
-        runs: dict[str, list[dict[str, float]]] = {"bare": [], "sweep": [], "cli": []}
+        runs: dict[str, list[dict[str, float]]] = {"bare": [], "sweep": [], "cli": [], "bare-process": []}
         peers = {name: [] for name in PEERS} if peers_python else {}
         failed: dict[str, str] = {}
         for _ in range(rounds):
@@ -389,6 +399,14 @@ def measure(
                 s0 = _server_cpu_s(server.pid)
                 if name == "cli":
                     runs[name].append(_cli(base_url, cells, concurrency, client_cpu, s0, server.pid))
+                    continue
+                if name == "bare-process":  # timed as ``cli`` is: the whole child
+                    command = [sys.executable, "-m", "benches.runner_peer", "arm", name, *arms["bare"][1:]]
+                    out, wall, cpu_s, rss = _child(command, client_cpu)
+                    r = json.loads(out.strip().splitlines()[-1])
+                    assert r["correct"], f"{name}: wrong result"
+                    server_s = _server_cpu_s(server.pid) - s0
+                    runs[name].append({**r, "wall_s": wall, "cpu_s": cpu_s, "rss": rss, "server_busy": server_s / wall})
                     continue
                 out, _, _, rss = _child([sys.executable, "-m", "benches.runner_peer", "arm", *arms[name]], client_cpu)
                 r = json.loads(out.strip().splitlines()[-1])
@@ -468,10 +486,10 @@ def _summary(cells: int, concurrency: int, rounds: int, runs: dict[str, list[dic
             "peak_rss_mb": _median([r["rss"] for r in rs]) / 2**20,
             "server_busy": _median([r["server_busy"] for r in rs]),
         }
-    for name in ("sweep", "cli"):
-        pairs = list(zip(runs["bare"], runs[name], strict=True))  # ratios within a round, then their median
-        out[name]["rate_ratio"] = _median([b["wall_s"] / h["wall_s"] for b, h in pairs])
-        out[name]["cpu_ratio"] = _median([b["cpu_s"] / h["cpu_s"] for b, h in pairs])
+    for name, peer, key in (("sweep", "bare", ""), ("cli", "bare", ""), ("cli", "bare-process", "_vs_process")):
+        pairs = list(zip(runs[peer], runs[name], strict=True))  # ratios within a round, then their median
+        out[name][f"rate_ratio{key}"] = _median([b["wall_s"] / h["wall_s"] for b, h in pairs])
+        out[name][f"cpu_ratio{key}"] = _median([b["cpu_s"] / h["cpu_s"] for b, h in pairs])
     out["load_1m"] = os.getloadavg()[0]
     return out
 
@@ -482,7 +500,7 @@ def main() -> None:
     s = sub.add_parser("serve")
     s.add_argument("--port", type=int, default=0)
     a = sub.add_parser("arm")
-    a.add_argument("name", choices=("bare", "sweep"))
+    a.add_argument("name", choices=("bare", "bare-process", "sweep"))
     a.add_argument("base_url")
     a.add_argument("what", help="bare: the bodies file; sweep: the number of cells")
     a.add_argument("concurrency", type=int)
@@ -512,6 +530,8 @@ def main() -> None:
     elif args.command == "arm":
         if args.name == "bare":
             print(json.dumps(bare_arm(args.base_url, args.what, args.concurrency)))
+        elif args.name == "bare-process":
+            print(json.dumps(bare_process_arm(args.base_url, args.what, args.concurrency)))
         else:
             print(json.dumps(sweep_arm(args.base_url, int(args.what), args.concurrency)))
     else:
