@@ -116,12 +116,14 @@ async def bare_loop(url: str, bodies: list[bytes], concurrency: int) -> list[str
     return out
 
 
-def bare_arm(base_url: str, bodies_file: str, concurrency: int) -> dict[str, Any]:
+def bare_arm(base_url: str, bodies_file: str, concurrency: int, warm: bool = True) -> dict[str, Any]:
     """The bare loop's timed arm in this (child) process, which imports only aiohttp: its bodies come from
-    ``bodies_file`` (one JSON body a line, written by the parent from the plan)."""
+    ``bodies_file`` (one JSON body a line, written by the parent from the plan). ``warm``: after a warm-up
+    (``bare-process``, the loop as a program, has none: its parent times the whole child)."""
     bodies = Path(bodies_file).read_bytes().splitlines()
     url = f"{base_url}/chat/completions"
-    asyncio.run(bare_loop(url, bodies[:WARM_CELLS], concurrency))
+    if warm:
+        asyncio.run(bare_loop(url, bodies[:WARM_CELLS], concurrency))
     gc.collect()
     gc.freeze()
     t0, c0 = time.perf_counter(), time.process_time()
@@ -133,13 +135,6 @@ def bare_arm(base_url: str, bodies_file: str, concurrency: int) -> dict[str, Any
         "requests": len(bodies),
         "correct": len(texts) == len(bodies) and set(texts) == {"3"},
     }
-
-
-def bare_process_arm(base_url: str, bodies_file: str, concurrency: int) -> dict[str, Any]:
-    """The bare loop as a program: no warm-up, nothing timed here (the parent times the whole process)."""
-    bodies = Path(bodies_file).read_bytes().splitlines()
-    texts = asyncio.run(bare_loop(f"{base_url}/chat/completions", bodies, concurrency))
-    return {"requests": len(bodies), "correct": len(texts) == len(bodies) and set(texts) == {"3"}}
 
 
 def _peer_requests(bodies_file: str, cells: int) -> list[dict[str, Any]]:
@@ -390,6 +385,7 @@ def measure(
         arms = {
             "bare": ["bare", base_url, str(bodies), str(concurrency)],
             "sweep": ["sweep", base_url, str(cells), str(concurrency)],
+            "bare-process": ["bare-process", base_url, str(bodies), str(concurrency)],
         }
         runs: dict[str, list[dict[str, float]]] = {"bare": [], "sweep": [], "cli": [], "bare-process": []}
         peers = {name: [] for name in PEERS} if peers_python else {}
@@ -400,17 +396,13 @@ def measure(
                 if name == "cli":
                     runs[name].append(_cli(base_url, cells, concurrency, client_cpu, s0, server.pid))
                     continue
-                if name == "bare-process":  # timed as ``cli`` is: the whole child
-                    command = [sys.executable, "-m", "benches.runner_peer", "arm", name, *arms["bare"][1:]]
-                    out, wall, cpu_s, rss = _child(command, client_cpu)
-                    r = json.loads(out.strip().splitlines()[-1])
-                    assert r["correct"], f"{name}: wrong result"
-                    server_s = _server_cpu_s(server.pid) - s0
-                    runs[name].append({**r, "wall_s": wall, "cpu_s": cpu_s, "rss": rss, "server_busy": server_s / wall})
-                    continue
-                out, _, _, rss = _child([sys.executable, "-m", "benches.runner_peer", "arm", *arms[name]], client_cpu)
+                out, wall, cpu_s, rss = _child(
+                    [sys.executable, "-m", "benches.runner_peer", "arm", *arms[name]], client_cpu
+                )
                 r = json.loads(out.strip().splitlines()[-1])
                 assert r["correct"], f"{name}: wrong result"
+                if name == "bare-process":  # timed as ``cli`` is: the whole child
+                    r.update(wall_s=wall, cpu_s=cpu_s)
                 server_s = _server_cpu_s(server.pid) - s0
                 runs[name].append({**r, "rss": rss, "server_busy": server_s / r["wall_s"]})
             for name in (p for p in peers if p not in failed):
@@ -528,10 +520,8 @@ def main() -> None:
     elif args.command == "peer":
         print(json.dumps(peer_arm(args.name, args.base_url, args.bodies, args.cells, args.concurrency)))
     elif args.command == "arm":
-        if args.name == "bare":
-            print(json.dumps(bare_arm(args.base_url, args.what, args.concurrency)))
-        elif args.name == "bare-process":
-            print(json.dumps(bare_process_arm(args.base_url, args.what, args.concurrency)))
+        if args.name in ("bare", "bare-process"):
+            print(json.dumps(bare_arm(args.base_url, args.what, args.concurrency, warm=args.name == "bare")))
         else:
             print(json.dumps(sweep_arm(args.base_url, int(args.what), args.concurrency)))
     else:
