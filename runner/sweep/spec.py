@@ -51,7 +51,10 @@ class RunConfig:
     name: str
     seed: int = 1  # master seed: every derived seed (option shuffles) comes from it and is recorded
     reference: str = "hofstede-2015"  # reference score set the run is compared against (recorded)
-    batch_rows: int = 1000  # rows buffered before a Parquet part is committed
+    # rows buffered before a Parquet part is committed: each commit costs ~9 ms whatever its size (three Parquet
+    # files of 45 columns, fsyncs, the parse stage's set-up), so 1,000-row parts doubled the flush's CPU per reply
+    # (15-16 against 7-8 µs at 5,000; benches/RESULTS.md, stop 40) for ~20 MB less peak RSS
+    batch_rows: int = 5000
     flush_interval_s: float = 10.0  # ... or after this many seconds, whichever comes first
     determinism_probe: bool = False  # probe every OpenAI-compatible endpoint's seed handling before the sweep
     cache: str | None = None  # shared response cache directory (runner/sweep/cache.py); None: HOFCAT_CACHE or none
