@@ -22,6 +22,8 @@ request body made once for every cell: what making bodies per batch could save o
 further: no decode, no body, nothing buffered or committed (a reply is only counted): the runner's own
 machinery (the plan's walk, admission, the guarded transport, retry bookkeeping), to set against the bare
 loop, whose ``json.loads`` and append it skips; what ``sweep`` adds to it is decoding, bodies and storing.
+``sweep-at-end`` stores everything but commits it once, when the sweep ends (no flush thread beside the loop
+during the run). ``benches.runner_peer --parts`` times the same parts by the clock.
 ``--parts PART ...`` counts only those parts. Repeated counts differ by ~1-3 % (how many replies one event-loop
 turn finds ready varies); a change smaller than that needs several runs. Each count takes about a minute;
 callgrind runs the client ~50× slower than native.
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import shutil
@@ -38,28 +41,51 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from runner.sweep.spec import Spec
 
 ARMS = ("bare", "sweep")
-PARTS = ("sweep-no-parse", "sweep-no-flush", "loop-only", "sweep-no-decode", "sweep-no-body", "sweep-floor")
+PARTS = (
+    "sweep-no-parse",
+    "sweep-no-flush",
+    "loop-only",
+    "sweep-no-decode",
+    "sweep-no-body",
+    "sweep-floor",
+    "sweep-at-end",
+)
 CONCURRENCY = 64
 
 
 def arm(name: str, base_url: str, cells: int) -> None:
     """Run one arm in this process (the callgrind child): ``cells`` requests, nothing printed."""
-    from benches.runner_peer import REPLY, bare_loop, spec_text
+    from benches.runner_peer import bare_loop, spec_text
 
     if name == "bare":  # its bodies made by the parent, as ``benches.runner_peer``'s bare arm gets them
         bodies = Path(os.environ["HOFCAT_INSTR_BODIES"]).read_bytes().splitlines()
         asyncio.run(bare_loop(f"{base_url}/chat/completions", bodies, CONCURRENCY))
         return
-    from runner.rundir import Committed
-    from runner.sweep import cellsweep
     from runner.sweep.session import run_sweep
     from runner.sweep.spec import parse_spec
+
+    spec, options = take_apart(name, parse_spec(spec_text(base_url, cells, CONCURRENCY)))
+    with tempfile.TemporaryDirectory(prefix="hofcat-instr-") as tmp:
+        run_sweep(spec, Path(tmp) / "run", live=False, log_every_s=3600, **options)
+
+
+# The parts that still store every reply in the run directory (the others count them, or drop their batches).
+STORING = ("sweep", "sweep-no-parse", "sweep-no-decode", "sweep-no-body", "sweep-at-end")
+
+
+def take_apart(name: str, spec: Spec) -> tuple[Spec, dict[str, Any]]:
+    """Make this process's sweeps of ``spec``'s endpoint the part ``name`` (module docstring; ``sweep``: as it
+    is): the spec to run and the ``run_sweep`` options it needs. Patches hofcat's modules for the whole process:
+    call it once, in the arm's own child."""
+    from benches.runner_peer import REPLY
+    from runner.rundir import Committed
+    from runner.sweep import cellsweep
     from runner.sweep.transport import RawReply
 
     if name == "sweep-no-parse":
@@ -74,22 +100,21 @@ def arm(name: str, base_url: str, cells: int) -> None:
         execute.Executor._replied = count_only  # type: ignore[method-assign,assignment]
     if name in ("sweep-no-flush", "loop-only", "sweep-floor"):
         cellsweep.CellSweep.commit_batch = lambda self, batch: Committed(batch.part, None, ())  # type: ignore[method-assign]
-    spec = parse_spec(spec_text(base_url, cells, CONCURRENCY))
     if name in ("sweep-no-decode", "sweep-no-body", "sweep-floor"):
         _without_per_cell_work(name, spec)
-    options = {}
-    if name == "loop-only":
+    if name == "sweep-at-end":  # every reply buffered, committed once when the sweep ends
+        spec = dataclasses.replace(spec, run=dataclasses.replace(spec.run, batch_rows=2**40, flush_interval_s=1e9))
+    if name != "loop-only":
+        return spec, {}
 
-        class Instant:
-            async def send(self, call: object) -> RawReply:
-                return RawReply(200, REPLY, {})
+    class Instant:
+        async def send(self, call: object) -> RawReply:
+            return RawReply(200, REPLY, {})
 
-            async def close(self) -> None:
-                pass
+        async def close(self) -> None:
+            pass
 
-        options["transport_factory"] = lambda config: Instant()
-    with tempfile.TemporaryDirectory(prefix="hofcat-instr-") as tmp:
-        run_sweep(spec, Path(tmp) / "run", live=False, log_every_s=3600, **options)
+    return spec, {"transport_factory": lambda config: Instant()}
 
 
 def _without_per_cell_work(name: str, spec: Spec) -> None:

@@ -2,6 +2,7 @@
 
     python -m benches.runner_peer [--cells 10000 100000] [--concurrency 64 256] [--rounds 5]
         [--peers-python /tmp/peers-venv/bin/python --peer-cells 2000 --peer-python inspect_ai=PYTHON]
+        [--parts PART ...]
 
 The server (``serve``, its own process, pinned to one CPU) is a raw ``asyncio.Protocol`` that answers every
 POST with the same canned OpenAI chat completion ("3"): no JSON parsing, no routing, a few µs per request, so
@@ -24,6 +25,11 @@ bespokelabs-curator inspect-ai``), each round also runs the tools a user would p
 ``AsyncOpenAI`` loop: ``chat.completions.create``), ``litellm`` (``acompletion``), ``curator`` (``LLM`` on the
 OpenAI backend) and ``inspect_ai`` (``eval`` of a task of one-turn samples, ``generate()``, no scorer). A peer
 that does not import or run is reported with its error, never dropped silently.
+
+With ``--parts PART ...``, each round also times the sweep taken apart as ``benches.runner_instructions`` takes
+it (``sweep-floor``: no decode, no body, nothing stored; ``sweep-no-flush``: nothing committed; ``sweep-at-end``:
+one commit when the sweep ends; ...), each in a child of its own like ``sweep``: the clock's view of where the
+gap is, beside the instruction counts'.
 
 Correctness before time: ``bare`` got every reply; ``sweep`` and ``cli`` stored every planned cell exactly once,
 each with the server's text. The arms alternate ``rounds`` times (drifting load hits all alike); medians are
@@ -284,24 +290,28 @@ def write_bodies(base_url: str, cells: int, concurrency: int, path: Path) -> int
     return len(bodies)
 
 
-def sweep_arm(base_url: str, cells: int, concurrency: int) -> dict[str, Any]:
-    """``run_sweep``'s timed arm in this (child) process: wall and CPU seconds, and whether it stored every cell."""
+def sweep_arm(base_url: str, cells: int, concurrency: int, part: str = "sweep") -> dict[str, Any]:
+    """``run_sweep``'s timed arm in this (child) process: wall and CPU seconds, and whether it stored every cell
+    (a ``part`` of ``benches.runner_instructions`` that stores nothing: whether it counted every cell)."""
+    from benches.runner_instructions import STORING, take_apart
     from runner.rundir import read_dataset
     from runner.sweep.plan import iter_cells
     from runner.sweep.session import run_sweep
     from runner.sweep.spec import parse_spec
 
-    spec = parse_spec(spec_text(base_url, cells, concurrency))
+    spec, options = take_apart(part, parse_spec(spec_text(base_url, cells, concurrency)))  # the whole process's
     with tempfile.TemporaryDirectory(prefix="hofcat-peer-") as tmp:
-        run_sweep(parse_spec(spec_text(base_url, WARM_CELLS, concurrency)), Path(tmp) / "warm", live=False)
+        run_sweep(parse_spec(spec_text(base_url, WARM_CELLS, concurrency)), Path(tmp) / "warm", live=False, **options)
         gc.collect()
         gc.freeze()
         t0, c0 = time.perf_counter(), time.process_time()
-        result = run_sweep(spec, Path(tmp) / "run", live=False, log_every_s=3600)
+        result = run_sweep(spec, Path(tmp) / "run", live=False, log_every_s=3600, **options)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         n = sum(1 for _ in iter_cells(spec))
-        correct = _stored_once(read_dataset(Path(tmp) / "run", "responses", ["cell_key", "response_text"]), n)
-    return {"wall_s": wall, "cpu_s": cpu, "requests": n, "correct": correct and result.stored == n}
+        stored = part not in STORING or _stored_once(
+            read_dataset(Path(tmp) / "run", "responses", ["cell_key", "response_text"]), n
+        )
+    return {"wall_s": wall, "cpu_s": cpu, "requests": n, "correct": stored and result.stored == n}
 
 
 def _stored_once(stored: Any, planned: int) -> bool:
@@ -364,9 +374,11 @@ def measure(
     peers_python: str | None = None,
     peer_cells: int = 2000,
     peer_pythons: dict[str, str] | None = None,
+    parts: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """``rounds`` alternating rounds of the three arms (and the peers, run by ``peers_python`` on ``peer_cells``
-    requests; a peer named in ``peer_pythons`` by its own) at ``cells`` and ``concurrency``; medians and ratios."""
+    """``rounds`` alternating rounds of the four arms (and the peers, run by ``peers_python`` on ``peer_cells``
+    requests; a peer named in ``peer_pythons`` by its own; and ``parts``, the sweep taken apart as
+    ``benches.runner_instructions`` takes it) at ``cells`` and ``concurrency``; medians and ratios."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -386,8 +398,10 @@ def measure(
             "bare": ["bare", base_url, str(bodies), str(concurrency)],
             "sweep": ["sweep", base_url, str(cells), str(concurrency)],
             "bare-process": ["bare-process", base_url, str(bodies), str(concurrency)],
+            **{part: [part, base_url, str(cells), str(concurrency)] for part in parts},
         }
         runs: dict[str, list[dict[str, float]]] = {"bare": [], "sweep": [], "cli": [], "bare-process": []}
+        runs.update({part: [] for part in parts})
         peers = {name: [] for name in PEERS} if peers_python else {}
         failed: dict[str, str] = {}
         for _ in range(rounds):
@@ -478,7 +492,9 @@ def _summary(cells: int, concurrency: int, rounds: int, runs: dict[str, list[dic
             "peak_rss_mb": _median([r["rss"] for r in rs]) / 2**20,
             "server_busy": _median([r["server_busy"] for r in rs]),
         }
-    for name, peer, key in (("sweep", "bare", ""), ("cli", "bare", ""), ("cli", "bare-process", "_vs_process")):
+    parts = [name for name in runs if name not in ("bare", "sweep", "cli", "bare-process")]
+    compared = [("sweep", "bare", ""), ("cli", "bare", ""), ("cli", "bare-process", "_vs_process")]
+    for name, peer, key in compared + [(part, "bare", "") for part in parts]:
         pairs = list(zip(runs[peer], runs[name], strict=True))  # ratios within a round, then their median
         out[name][f"rate_ratio{key}"] = _median([b["wall_s"] / h["wall_s"] for b, h in pairs])
         out[name][f"cpu_ratio{key}"] = _median([b["cpu_s"] / h["cpu_s"] for b, h in pairs])
@@ -487,14 +503,16 @@ def _summary(cells: int, concurrency: int, rounds: int, runs: dict[str, list[dic
 
 
 def main() -> None:
+    from benches.runner_instructions import PARTS  # stdlib imports only: the bare children stay bare
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command")
     s = sub.add_parser("serve")
     s.add_argument("--port", type=int, default=0)
     a = sub.add_parser("arm")
-    a.add_argument("name", choices=("bare", "bare-process", "sweep"))
+    a.add_argument("name", choices=("bare", "bare-process", "sweep", *PARTS))
     a.add_argument("base_url")
-    a.add_argument("what", help="bare: the bodies file; sweep: the number of cells")
+    a.add_argument("what", help="bare: the bodies file; sweep and its parts: the number of cells")
     a.add_argument("concurrency", type=int)
     p = sub.add_parser("peer")
     p.add_argument("name", choices=sorted(PEERS))
@@ -514,6 +532,14 @@ def main() -> None:
         metavar="PEER=PYTHON",
         help="one peer's own interpreter (inspect_ai needs openai>=3.4, litellm pins openai 2)",
     )
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        default=[],
+        choices=PARTS,
+        metavar="PART",
+        help="also the sweep taken apart, timed (benches.runner_instructions: sweep-floor, sweep-no-flush, ...)",
+    )
     args = parser.parse_args()
     if args.command == "serve":
         serve(args.port)
@@ -523,12 +549,14 @@ def main() -> None:
         if args.name in ("bare", "bare-process"):
             print(json.dumps(bare_arm(args.base_url, args.what, args.concurrency, warm=args.name == "bare")))
         else:
-            print(json.dumps(sweep_arm(args.base_url, int(args.what), args.concurrency)))
+            print(json.dumps(sweep_arm(args.base_url, int(args.what), args.concurrency, args.name)))
     else:
         for cells in args.cells:
             for concurrency in args.concurrency:
                 own = dict(item.split("=", 1) for item in args.peer_python)
-                result = measure(cells, concurrency, args.rounds, args.peers_python, args.peer_cells, own)
+                result = measure(
+                    cells, concurrency, args.rounds, args.peers_python, args.peer_cells, own, tuple(args.parts)
+                )
                 print(json.dumps(result), flush=True)
 
 
