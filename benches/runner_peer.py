@@ -299,7 +299,8 @@ def sweep_arm(base_url: str, cells: int, concurrency: int, part: str = "sweep") 
     from runner.sweep.session import run_sweep
     from runner.sweep.spec import parse_spec
 
-    spec, options = take_apart(part, parse_spec(spec_text(base_url, cells, concurrency)))  # the whole process's
+    # a part patches hofcat's modules for this whole child: the warm-up runs the same code as the timed sweep
+    spec, options = take_apart(part, parse_spec(spec_text(base_url, cells, concurrency)))
     with tempfile.TemporaryDirectory(prefix="hofcat-peer-") as tmp:
         run_sweep(parse_spec(spec_text(base_url, WARM_CELLS, concurrency)), Path(tmp) / "warm", live=False, **options)
         gc.collect()
