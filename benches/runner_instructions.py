@@ -75,8 +75,8 @@ def arm(name: str, base_url: str, cells: int) -> None:
         run_sweep(spec, Path(tmp) / "run", live=False, log_every_s=3600, **options)
 
 
-# The parts that still store every reply in the run directory (the others count them, or drop their batches).
-STORING = ("sweep", "sweep-no-parse", "sweep-no-decode", "sweep-no-body", "sweep-at-end")
+# The parts that store nothing in the run directory: they count each reply, or drop each batch uncommitted.
+UNSTORED = ("sweep-no-flush", "loop-only", "sweep-floor")
 
 
 def take_apart(name: str, spec: Spec) -> tuple[Spec, dict[str, Any]]:
@@ -98,7 +98,7 @@ def take_apart(name: str, spec: Spec) -> tuple[Spec, dict[str, Any]]:
             return 0  # nothing buffered
 
         execute.Executor._replied = count_only  # type: ignore[method-assign,assignment]
-    if name in ("sweep-no-flush", "loop-only", "sweep-floor"):
+    if name in UNSTORED:
         cellsweep.CellSweep.commit_batch = lambda self, batch: Committed(batch.part, None, ())  # type: ignore[method-assign]
     if name in ("sweep-no-decode", "sweep-no-body", "sweep-floor"):
         _without_per_cell_work(name, spec)

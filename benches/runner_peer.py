@@ -293,7 +293,7 @@ def write_bodies(base_url: str, cells: int, concurrency: int, path: Path) -> int
 def sweep_arm(base_url: str, cells: int, concurrency: int, part: str = "sweep") -> dict[str, Any]:
     """``run_sweep``'s timed arm in this (child) process: wall and CPU seconds, and whether it stored every cell
     (a ``part`` of ``benches.runner_instructions`` that stores nothing: whether it counted every cell)."""
-    from benches.runner_instructions import STORING, take_apart
+    from benches.runner_instructions import UNSTORED, take_apart
     from runner.rundir import read_dataset
     from runner.sweep.plan import iter_cells
     from runner.sweep.session import run_sweep
@@ -309,7 +309,7 @@ def sweep_arm(base_url: str, cells: int, concurrency: int, part: str = "sweep") 
         result = run_sweep(spec, Path(tmp) / "run", live=False, log_every_s=3600, **options)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         n = sum(1 for _ in iter_cells(spec))
-        stored = part not in STORING or _stored_once(
+        stored = part in UNSTORED or _stored_once(
             read_dataset(Path(tmp) / "run", "responses", ["cell_key", "response_text"]), n
         )
     return {"wall_s": wall, "cpu_s": cpu, "requests": n, "correct": stored and result.stored == n}
